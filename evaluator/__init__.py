@@ -1,0 +1,1 @@
+"""gpu-health evaluator: scrape exporters, store change-only samples, predict, prove, alert."""

@@ -1,0 +1,54 @@
+"""Plain data shared across the evaluator: card keys, counter tuples, samples.
+
+Frozen dataclasses only; no I/O. Counter values are ``int | None`` where ``None`` means unknown
+(never 0). The order of fields in :class:`Counters` is ``gpu_health.contract.COUNTER_KEYS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from gpu_health.contract import SOURCE_REAL
+
+
+@dataclass(frozen=True, slots=True)
+class CardKey:
+    """A card slot: node, physical index (as the tool reports it) and data source."""
+
+    node_id: str
+    gpu_index: int
+    source: str = SOURCE_REAL
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """The five health counters; ``None`` is unknown."""
+
+    ecc_uncorrected_total: int | None = None
+    ecc_corrected_total: int | None = None
+    retired_pages: int | None = None
+    remapped_rows_pending: int | None = None
+    remapped_rows_failure: int | None = None
+
+    def as_tuple(self) -> tuple[int | None, ...]:
+        return (
+            self.ecc_uncorrected_total,
+            self.ecc_corrected_total,
+            self.retired_pages,
+            self.remapped_rows_pending,
+            self.remapped_rows_failure,
+        )
+
+    def all_unknown(self) -> bool:
+        return all(v is None for v in self.as_tuple())
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One stored (or to-be-stored) row of ``gpu_health_samples``. ``sampled_at`` is aware UTC."""
+
+    key: CardKey
+    gpu_uuid: str | None
+    sampled_at: datetime
+    counters: Counters

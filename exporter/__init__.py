@@ -1,0 +1,1 @@
+"""gpu-health exporter: vendor tools -> five health counters per card -> Prometheus metrics."""

@@ -1,0 +1,32 @@
+"""Time helpers shared by both programs.
+
+Everything inside the programs is an aware UTC ``datetime``. Components that need the time take
+a ``Clock`` (a zero-argument callable) so tests inject one instead of sleeping or patching.
+The store converts to naive UTC at its boundary because DuckDB ``TIMESTAMP`` is naive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    """The real wall clock, aware UTC."""
+    return datetime.now(UTC)
+
+
+def to_naive_utc(value: datetime) -> datetime:
+    """Aware (any zone) or naive-UTC datetime -> naive UTC, for DuckDB TIMESTAMP columns."""
+    if value.tzinfo is None:
+        return value
+    return value.astimezone(UTC).replace(tzinfo=None)
+
+
+def from_naive_utc(value: datetime) -> datetime:
+    """Naive UTC from DuckDB -> aware UTC."""
+    if value.tzinfo is not None:
+        return value.astimezone(UTC)
+    return value.replace(tzinfo=UTC)

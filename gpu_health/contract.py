@@ -1,0 +1,67 @@
+"""The metric contract between exporter and evaluator (see DESIGN.md, "Exporter metrics").
+
+The five health counters, their Prometheus names and types, and the per-card labels. The
+exporter emits exactly these; the evaluator parses exactly these; the store has one nullable
+column per counter key. Keep the three in step by importing from here.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+CounterKey = Literal[
+    "ecc_uncorrected_total",
+    "ecc_corrected_total",
+    "retired_pages",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+]
+
+# Order matters: it is the column order in the store and in every tuple of counter values.
+COUNTER_KEYS: Final[tuple[CounterKey, ...]] = (
+    "ecc_uncorrected_total",
+    "ecc_corrected_total",
+    "retired_pages",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+)
+
+METRIC_PREFIX: Final = "gpu_health_"
+
+# Sample name on the wire (what Prometheus stores) for each counter key.
+METRIC_NAMES: Final[dict[CounterKey, str]] = {k: METRIC_PREFIX + k for k in COUNTER_KEYS}
+
+METRIC_TYPES: Final[dict[CounterKey, Literal["counter", "gauge"]]] = {
+    "ecc_uncorrected_total": "counter",
+    "ecc_corrected_total": "counter",
+    "retired_pages": "gauge",
+    "remapped_rows_pending": "gauge",
+    "remapped_rows_failure": "gauge",
+}
+
+METRIC_HELP: Final[dict[CounterKey, str]] = {
+    "ecc_uncorrected_total": "Uncorrectable ECC errors since the counter was last reset "
+    "(aggregate). Absent when the tool cannot report it.",
+    "ecc_corrected_total": "Correctable ECC errors since the counter was last reset "
+    "(aggregate). Absent when the tool cannot report it.",
+    "retired_pages": "Device memory pages retired (single-bit plus double-bit causes). "
+    "Absent when unknown.",
+    "remapped_rows_pending": "1 when a row remap is pending until the next GPU reset, else 0. "
+    "Absent when unknown.",
+    "remapped_rows_failure": "1 when a row remap failed (spare rows exhausted), else 0. "
+    "Absent when unknown.",
+}
+
+INFO_METRIC: Final = METRIC_PREFIX + "gpu_info"
+
+# Labels on every per-card series; gpu_info adds "model".
+CARD_LABELS: Final[tuple[str, ...]] = ("gpu", "uuid", "vendor")
+INFO_LABELS: Final[tuple[str, ...]] = (*CARD_LABELS, "model")
+
+# Vendors the contract names. Later issues may add more values; the label stays the same.
+VENDORS: Final[tuple[str, ...]] = ("nvidia", "kunlunxin", "cambricon")
+
+# Sample sources in the store.
+SOURCE_REAL: Final = "real"
+SOURCE_SIMULATED: Final = "simulated"
+SOURCES: Final[tuple[str, ...]] = (SOURCE_REAL, SOURCE_SIMULATED)

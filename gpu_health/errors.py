@@ -1,0 +1,78 @@
+"""The project's single exception hierarchy.
+
+Every error the code raises on purpose derives from :class:`GpuHealthError`. Loops and request
+handlers have exactly one catch-all each; it logs the error and counts it in a self-metric under
+``reason`` (a short, low-cardinality label value), so nothing is swallowed silently.
+"""
+
+from __future__ import annotations
+
+
+class GpuHealthError(Exception):
+    """Base class. ``reason`` is a short label value for error-counting self-metrics."""
+
+    reason: str = "error"
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        if reason is not None:
+            self.reason = reason
+
+
+class ConfigError(GpuHealthError):
+    """Invalid configuration or arguments. Carries every problem found, not just the first."""
+
+    reason = "config"
+
+    def __init__(self, problems: list[str] | tuple[str, ...] | str) -> None:
+        items = (problems,) if isinstance(problems, str) else tuple(problems)
+        self.problems: tuple[str, ...] = items
+        lines = "\n".join(f"  - {p}" for p in items)
+        super().__init__(f"invalid configuration ({len(items)} problem(s)):\n{lines}")
+
+
+class CollectError(GpuHealthError):
+    """A vendor tool could not be run or its output could not be used (exporter side)."""
+
+    reason = "collect"
+
+
+class ParseError(GpuHealthError):
+    """Text that does not have the shape a parser expects."""
+
+    reason = "parse"
+
+
+class ScrapeError(GpuHealthError):
+    """A scrape target failed: connection, timeout, HTTP status, size cap or bad exposition."""
+
+    reason = "scrape"
+
+
+class StoreError(GpuHealthError):
+    """The database refused or failed an operation."""
+
+    reason = "store"
+
+
+class RuleError(GpuHealthError):
+    """A rule set is invalid or conflicts with the frozen history in the store."""
+
+    reason = "rule"
+
+
+class ApiError(GpuHealthError):
+    """A request the API refuses: carries the HTTP status and the offending parameter."""
+
+    reason = "api"
+
+    def __init__(self, status: int, message: str, *, param: str | None = None) -> None:
+        super().__init__(message, reason=f"http_{status}")
+        self.status = status
+        self.param = param
+
+
+class AlertError(GpuHealthError):
+    """Pushing alerts to an Alertmanager failed."""
+
+    reason = "alert"

@@ -1,0 +1,40 @@
+"""The store opens, migrates once, and reads NULL counters back as None (never 0)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from evaluator.store import Database
+from gpu_health.clock import to_naive_utc
+
+
+def test_migrations_apply_once(tmp_path: Path) -> None:
+    db = Database(tmp_path / "a.duckdb")
+    assert db.migrate() == []
+    db.close()
+    db = Database(tmp_path / "a.duckdb")
+    versions = [r[0] for r in db.fetchall("SELECT version FROM schema_migrations ORDER BY 1")]
+    assert versions == sorted(versions) and versions[0] == 1
+    db.close()
+
+
+def test_null_counters_read_back_as_none(tmp_path: Path) -> None:
+    db = Database(tmp_path / "n.duckdb")
+    at = to_naive_utc(datetime(2026, 1, 1, tzinfo=UTC))
+    db.execute(
+        "INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at) "
+        "VALUES ('n1', 0, NULL, 'real', ?)",
+        [at],
+    )
+    row = db.fetchone(
+        "SELECT ecc_uncorrected_total, ecc_corrected_total, retired_pages, "
+        "remapped_rows_pending, remapped_rows_failure FROM gpu_health_samples"
+    )
+    assert row == (None, None, None, None, None)
+    defaults = db.fetchall(
+        "SELECT column_name, column_default FROM information_schema.columns "
+        "WHERE table_name = 'gpu_health_samples' AND column_default IS NOT NULL"
+    )
+    assert defaults == []
+    db.close()
