@@ -38,3 +38,26 @@ def test_null_counters_read_back_as_none(tmp_path: Path) -> None:
     )
     assert defaults == []
     db.close()
+
+
+def test_bulk_insert_and_batched_latest(tmp_path: Path) -> None:
+    from evaluator.model import CardKey, Counters, Sample
+    from evaluator.store.samples import insert_samples, latest_rows
+
+    db = Database(tmp_path / "s.duckdb")
+    t1 = datetime(2026, 1, 1, tzinfo=UTC)
+    t2 = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    a, b = CardKey("n1", 0), CardKey("n1", 1)
+    rows = [
+        Sample(a, "GPU-a", t1, Counters(ecc_corrected_total=1)),
+        Sample(a, "GPU-a", t2, Counters(ecc_corrected_total=2)),
+        Sample(b, None, t1, Counters()),
+    ]
+    before = db.statements
+    assert insert_samples(db, rows) == 3
+    latest = latest_rows(db, [a, b, CardKey("n2", 0)])
+    assert db.statements - before == 2
+    assert latest[a].sampled_at == t2 and latest[a].counters.ecc_corrected_total == 2
+    assert latest[b].counters == Counters() and latest[b].gpu_uuid is None
+    assert CardKey("n2", 0) not in latest
+    db.close()
