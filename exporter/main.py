@@ -1,10 +1,132 @@
-"""``gpu-health-exporter`` entry point (placeholder until the exporter issue lands)."""
+"""``gpu-health-exporter`` entry point: wire settings, sources, cache, loop and outputs.
+
+Modes: serve ``/metrics`` + ``/healthz`` and tick every interval (default); ``--once`` collects
+once and prints the exposition (or writes ``--textfile``) and exits 0 even when a vendor failed;
+``--textfile`` without ``--once`` rewrites the file atomically after every tick. Exit status 2
+means bad arguments (every problem is listed); 1 means the HTTP port or the textfile could not
+be used.
+"""
 
 from __future__ import annotations
 
+import functools
+import logging
+import signal
 import sys
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from prometheus_client import generate_latest, write_to_textfile
+from prometheus_client.registry import CollectorRegistry
+
+from gpu_health.clock import Clock, system_clock
+from gpu_health.errors import ConfigError
+
+from .cache import ReadingCache
+from .collector import build_registry
+from .http import make_app, serve
+from .loop import CollectionLoop
+from .runner import ToolRunner
+from .settings import Settings, parse_args
+from .sources import SOURCE_CLASSES, VendorSource
+
+log = logging.getLogger("exporter")
+
+
+@dataclass(frozen=True, slots=True)
+class Exporter:
+    """Everything one exporter process is made of (tests build one with their own clock)."""
+
+    settings: Settings
+    sources: tuple[VendorSource, ...]
+    cache: ReadingCache
+    registry: CollectorRegistry
+    loop: CollectionLoop
+
+
+def build(settings: Settings, clock: Clock = system_clock) -> Exporter:
+    runner = ToolRunner(
+        timeout_s=settings.tool_timeout_s,
+        max_output_bytes=settings.max_output_bytes,
+        env=settings.tool_env,
+    )
+    sources = tuple(
+        cls(settings.binaries.get(cls.vendor, cls.default_binary), runner)
+        for cls in SOURCE_CLASSES
+    )
+    cache = ReadingCache(timedelta(seconds=settings.stale_after_s))
+    registry = build_registry(cache, sources, clock)
+    after_tick = None
+    if settings.textfile is not None:
+        after_tick = functools.partial(write_textfile, settings.textfile, registry)
+    loop = CollectionLoop(sources, cache, clock, settings.collect_interval_s, after_tick)
+    return Exporter(settings, sources, cache, registry, loop)
+
+
+def write_textfile(path: Path, registry: CollectorRegistry) -> None:
+    """Atomic: written beside ``path`` and renamed, so node_exporter never reads half a file."""
+    write_to_textfile(str(path), registry)
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("gpu-health-exporter: not built yet", file=sys.stderr)
-    return 2
+    try:
+        settings = parse_args(argv)
+    except ConfigError as exc:
+        print(f"gpu-health-exporter: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    exporter = build(settings)
+    if settings.once:
+        return run_once(exporter)
+    return run_server(exporter)
+
+
+def run_once(exporter: Exporter) -> int:
+    """One tick, then print (or write the textfile). Vendor failures do not change the status."""
+    try:
+        exporter.loop.tick()
+        if exporter.settings.textfile is not None:
+            write_textfile(exporter.settings.textfile, exporter.registry)
+        else:
+            sys.stdout.buffer.write(generate_latest(exporter.registry))
+            sys.stdout.flush()
+    except OSError as exc:
+        log.error("cannot write the exposition: %s", exc)
+        return 1
+    finally:
+        exporter.loop.stop()
+    return 0
+
+
+def run_server(exporter: Exporter) -> int:
+    settings = exporter.settings
+
+    def health() -> tuple[bool, str]:
+        return exporter.loop.health(exporter.loop.clock(), settings.stale_after_s)
+
+    try:
+        server, _ = serve(settings.listen_host, settings.listen_port,
+                          make_app(exporter.registry, health))
+    except OSError as exc:
+        log.error("cannot listen on %s:%d: %s", settings.listen_host, settings.listen_port, exc)
+        return 1
+    log.info("listening on %s:%d", settings.listen_host or "*", server.server_port)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    exporter.loop.start()
+    stop.wait()
+    log.info("stopping")
+    server.shutdown()
+    exporter.loop.stop(timeout_s=settings.tool_timeout_s + 1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

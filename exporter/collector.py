@@ -1,0 +1,119 @@
+"""The prometheus_client Collector behind ``/metrics``, ``--once`` and ``--textfile``.
+
+Every scrape builds all families fresh from one cache snapshot (no metric objects live between
+scrapes, so a card or a value that became unknown simply has no sample). Names, help texts and
+labels of the five health counters come from ``gpu_health.contract``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from gpu_health import __version__
+from gpu_health.clock import Clock
+from gpu_health.contract import (
+    CARD_LABELS,
+    COUNTER_KEYS,
+    INFO_LABELS,
+    INFO_METRIC,
+    METRIC_HELP,
+    METRIC_NAMES,
+    METRIC_TYPES,
+)
+
+from .cache import ReadingCache, VendorStatus
+from .model import CardReading
+from .sources import VendorSource
+
+SELF = "gpu_health_exporter_"
+
+
+class HealthCollector(Collector):
+    """Builds every family fresh from one cache snapshot per scrape."""
+
+    def __init__(
+        self, cache: ReadingCache, sources: Sequence[VendorSource], clock: Clock
+    ) -> None:
+        self.cache = cache
+        self.sources = tuple(sources)
+        self.clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        snapshot = self.cache.snapshot(self.clock())
+        yield from card_families(snapshot.readings)
+        yield from status_families(snapshot.vendors)
+        for source in self.sources:
+            yield from source.extra_metrics()
+        build = GaugeMetricFamily(
+            SELF + "build_info", "gpu-health exporter build; always 1.", labels=["version"]
+        )
+        build.add_metric([__version__], 1.0)
+        yield build
+
+
+def build_registry(
+    cache: ReadingCache, sources: Sequence[VendorSource], clock: Clock
+) -> CollectorRegistry:
+    """A registry holding only the exporter's collector (no process/platform metrics)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(HealthCollector(cache, sources, clock))
+    return registry
+
+
+def card_families(readings: Iterable[CardReading]) -> list[Metric]:
+    """gpu_info for every listed card, and each known counter; unknown ones get no sample."""
+    info = GaugeMetricFamily(
+        INFO_METRIC,
+        "A card the vendor tool listed (1), even when none of its health counters is known.",
+        labels=list(INFO_LABELS),
+    )
+    families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
+        key: (CounterMetricFamily if METRIC_TYPES[key] == "counter" else GaugeMetricFamily)(
+            METRIC_NAMES[key], METRIC_HELP[key], labels=list(CARD_LABELS)
+        )
+        for key in COUNTER_KEYS
+    }
+    for reading in readings:
+        labels = [str(reading.gpu), reading.uuid or "", reading.vendor]
+        info.add_metric([*labels, reading.model], 1.0)
+        for key, value in reading.counters.items():
+            if value is not None:
+                families[key].add_metric(labels, float(value))
+    return [info, *families.values()]
+
+
+def status_families(vendors: Iterable[VendorStatus]) -> list[Metric]:
+    """Per-vendor self-metrics; a value not known yet (no tick so far) has no sample."""
+    enabled = _gauge("vendor_enabled", "1 when the vendor's tool is installed, else 0.")
+    success = _gauge("collect_success", "1 when the vendor's last collection succeeded, else 0.")
+    duration = _gauge("collect_duration_seconds", "Duration of the vendor's last collection.")
+    last_ok = _gauge(
+        "last_success_timestamp_seconds", "Unix time of the vendor's last successful collection."
+    )
+    errors = CounterMetricFamily(
+        SELF + "collect_errors_total",
+        "Failed collections (and unusable values) per vendor, by reason.",
+        labels=["vendor", "reason"],
+    )
+    for status in vendors:
+        vendor = [status.vendor]
+        if status.enabled is not None:
+            enabled.add_metric(vendor, 1.0 if status.enabled else 0.0)
+        if status.last_success is not None:
+            success.add_metric(vendor, 1.0 if status.last_success else 0.0)
+        if status.last_duration_s is not None:
+            duration.add_metric(vendor, status.last_duration_s)
+        if status.last_success_at is not None:
+            last_ok.add_metric(vendor, status.last_success_at.timestamp())
+        if status.enabled:
+            for reason, count in sorted(status.errors.items()):
+                errors.add_metric([status.vendor, reason], float(count))
+    return [enabled, success, duration, last_ok, errors]
+
+
+def _gauge(name: str, documentation: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(SELF + name, documentation, labels=["vendor"])

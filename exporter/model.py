@@ -1,0 +1,56 @@
+"""Plain data the exporter passes between parsers, sources, cache and collector.
+
+Frozen dataclasses only, no I/O. A counter value is ``int | None`` where ``None`` means unknown;
+unknown is never written as 0 anywhere in the exporter, and an unknown counter is simply absent
+from ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from gpu_health.contract import COUNTER_KEYS, CounterKey
+
+Counters = Mapping[CounterKey, int | None]
+
+
+def make_counters(known: Mapping[CounterKey, int | None] | None = None) -> Counters:
+    """All five counter keys, ``None`` (unknown) for every key not given; read-only."""
+    values: dict[CounterKey, int | None] = dict.fromkeys(COUNTER_KEYS)
+    for key, value in (known or {}).items():
+        if key not in values:
+            raise KeyError(f"not a counter key: {key!r}")
+        values[key] = value
+    return MappingProxyType(values)
+
+
+@dataclass(frozen=True, slots=True)
+class CardReading:
+    """One card as one vendor tool listed it in one collection.
+
+    ``gpu`` is the index the tool itself printed (never the row position). ``uuid`` is ``None``
+    when the tool reports no UUID (the metric label is then ""). ``pci_bus_id`` is kept for a
+    later XID feature that maps kernel-log lines (which name PCI addresses) to cards.
+    """
+
+    vendor: str
+    gpu: int
+    uuid: str | None
+    model: str
+    counters: Counters = field(default_factory=make_counters)
+    pci_bus_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedOutput:
+    """What a parser made of one tool output.
+
+    ``anomalies`` describes cells that were neither a number nor one of the tool's documented
+    "unknown" spellings (a negative count, text where a count belongs, ...). Those cells became
+    unknown; the rest of the output is still good, and the anomalies are counted in a self-metric.
+    """
+
+    readings: tuple[CardReading, ...]
+    anomalies: tuple[str, ...] = ()

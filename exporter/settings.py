@@ -1,0 +1,143 @@
+"""Command-line settings of ``gpu-health-exporter``: the only exporter module reading argv/env.
+
+Every value is validated before anything starts, and ALL problems are reported together (a
+:class:`~gpu_health.errors.ConfigError`, exit status 2), so a typo never costs one restart per
+mistake. The per-vendor binary flags (``--nvidia-smi``, ``--xpu-smi``, ``--cnmon``) come from the
+vendor registry; an empty value disables that vendor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpu_health.errors import ConfigError
+
+from .sources import SOURCE_CLASSES
+
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    collect_interval_s: float = 60.0
+    stale_after_s: float = 180.0
+    tool_timeout_s: float = 20.0
+    max_output_bytes: int = 1024 * 1024
+    listen_host: str = ""
+    listen_port: int = 9835
+    once: bool = False
+    textfile: Path | None = None
+    binaries: Mapping[str, str] = field(default_factory=dict)  # vendor -> command; "" = off
+    log_level: str = "info"
+    tool_env: Mapping[str, str] = field(default_factory=dict)  # environment the tools get
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gpu-health-exporter",
+        description="Export five GPU health counters per card from vendor tools.",
+        exit_on_error=False,
+    )
+    p.add_argument("--collect-interval", default="60s", help="time between ticks (60s)")
+    p.add_argument("--stale-after", default="180s", help="drop readings older than this (180s)")
+    p.add_argument("--tool-timeout", default="20s", help="kill a vendor tool after this (20s)")
+    p.add_argument("--max-output-bytes", default="1048576", help="cap on a tool's stdout")
+    p.add_argument("--web.listen-address", dest="listen", default=":9835", help="host:port")
+    p.add_argument("--once", action="store_true", help="collect once, print, exit")
+    p.add_argument("--textfile", help="also write the exposition atomically to this .prom file")
+    p.add_argument("--log-level", default="info", help="/".join(LOG_LEVELS))
+    for cls in SOURCE_CLASSES:
+        p.add_argument(cls.flag, dest=f"bin_{cls.vendor}", default=cls.default_binary,
+                       help=f"{cls.vendor} tool path or name on PATH ('' disables)")
+    return p
+
+
+def parse_args(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Settings from argv (default ``sys.argv[1:]``); ConfigError listing every problem."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args, unknown = _parser().parse_known_args(args_list)
+    except argparse.ArgumentError as exc:
+        raise ConfigError([str(exc)]) from exc
+    problems = [f"unknown argument {u!r}" for u in unknown]
+    interval = _duration(args.collect_interval, "--collect-interval", problems)
+    stale = _duration(args.stale_after, "--stale-after", problems)
+    timeout = _duration(args.tool_timeout, "--tool-timeout", problems)
+    if interval and stale and stale < interval:
+        problems.append(f"--stale-after ({stale:g}s) is shorter than --collect-interval "
+                        f"({interval:g}s): every reading would expire before the next tick")
+    if interval and timeout and timeout > interval:
+        problems.append(f"--tool-timeout ({timeout:g}s) is longer than --collect-interval "
+                        f"({interval:g}s)")
+    host, port = _listen(args.listen, problems)
+    settings = Settings(
+        collect_interval_s=interval,
+        stale_after_s=stale,
+        tool_timeout_s=timeout,
+        max_output_bytes=_positive_int(args.max_output_bytes, "--max-output-bytes", problems),
+        listen_host=host,
+        listen_port=port,
+        once=args.once,
+        textfile=_textfile(args.textfile, problems),
+        binaries={cls.vendor: getattr(args, f"bin_{cls.vendor}") for cls in SOURCE_CLASSES},
+        log_level=_log_level(args.log_level, problems),
+        tool_env=dict(os.environ if environ is None else environ),
+    )
+    if problems:
+        raise ConfigError(problems)
+    return settings
+
+
+def _duration(text: str, flag: str, problems: list[str]) -> float:
+    match = _DURATION.fullmatch(text.strip())
+    value = float(match.group(1)) * _UNIT_S[match.group(2)] if match else 0.0
+    if value <= 0:
+        problems.append(f"{flag}: {text!r} is not a positive duration (e.g. 60s, 500ms, 3m)")
+        return 0.0
+    return value
+
+
+def _positive_int(text: str, flag: str, problems: list[str]) -> int:
+    if text.strip().isdecimal() and int(text) > 0:
+        return int(text)
+    problems.append(f"{flag}: {text!r} is not a positive integer")
+    return 0
+
+
+def _listen(text: str, problems: list[str]) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]  # [::1]:9835
+    if not sep or not port.isdecimal() or int(port) > 65535:
+        problems.append(f"--web.listen-address: {text!r} is not host:port (e.g. :9835)")
+        return "", 0
+    return host, int(port)
+
+
+def _textfile(text: str | None, problems: list[str]) -> Path | None:
+    if text is None:
+        return None
+    path = Path(text)
+    if path.suffix != ".prom":
+        problems.append(f"--textfile: {text!r} must end in .prom (node_exporter reads only those)")
+    if not path.parent.is_dir():
+        problems.append(f"--textfile: directory {str(path.parent)!r} does not exist")
+    elif not os.access(path.parent, os.W_OK):
+        problems.append(f"--textfile: directory {str(path.parent)!r} is not writable")
+    return path
+
+
+def _log_level(text: str, problems: list[str]) -> str:
+    if text.lower() not in LOG_LEVELS:
+        problems.append(f"--log-level: {text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return text.lower()

@@ -1,0 +1,105 @@
+"""NVIDIA cards through ``nvidia-smi``: probe the field list, then one CSV query for all cards.
+
+The probe (``--help-query-gpu``) is cached for 30 minutes: field names are fixed per driver, and
+a driver upgrade restarts the node's GPU stack anyway. Only candidate fields the help lists are
+queried, because a single unknown name fails the whole query (exit 2). If the driver still
+refuses a listed field, the field it names is dropped until the help text changes, so the next
+tick recovers without it instead of failing forever.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from gpu_health.errors import CollectError, GpuHealthError, ToolNotFound
+
+from ..model import ParsedOutput
+from ..parsers import nvidia
+from ..runner import ToolRunner
+from .base import COMMON_ERROR_REASONS, VendorSource
+
+log = logging.getLogger(__name__)
+
+PROBE_TTL = timedelta(minutes=30)
+FIELD_SUPPORTED_METRIC = "gpu_health_exporter_nvidia_field_supported"
+
+
+@dataclass(frozen=True, slots=True)
+class _Probe:
+    fields: nvidia.HelpFields
+    at: datetime
+
+
+class NvidiaSource(VendorSource):
+    """Probe (cached), then one ``--query-gpu`` CSV query covering every card."""
+
+    vendor = nvidia.VENDOR
+    flag = "--nvidia-smi"
+    default_binary = "nvidia-smi"
+    error_reasons = (*COMMON_ERROR_REASONS, "probe")
+
+    def __init__(self, binary: str, runner: ToolRunner, *, probe_ttl: timedelta = PROBE_TTL):
+        super().__init__(binary, runner)
+        self.probe_ttl = probe_ttl
+        self._probe: _Probe | None = None
+        self._rejected: frozenset[str] = frozenset()
+
+    def collect(self, now: datetime) -> ParsedOutput:
+        columns = self._columns(now)
+        result = self.runner.run(
+            self.binary, (f"--query-gpu={','.join(columns)}", "--format=csv,noheader,nounits")
+        )
+        if result.returncode != 0:
+            self._note_rejected(nvidia.rejected_field(result.stdout), columns)
+            result.require_success()
+        return nvidia.parse_query(result.stdout, columns)
+
+    def extra_metrics(self) -> Iterable[Metric]:
+        probe = self._probe
+        if probe is None:
+            return ()  # never probed: support is unknown, not "0"
+        family = GaugeMetricFamily(
+            FIELD_SUPPORTED_METRIC,
+            "1 when the last nvidia-smi --help-query-gpu probe listed this candidate field (and "
+            "the driver accepted it), else 0.",
+            labels=["field"],
+        )
+        for field in nvidia.HEALTH_FIELDS:
+            usable = probe.fields.supports(field) and field not in self._rejected
+            family.add_metric([field], 1.0 if usable else 0.0)
+        return (family,)
+
+    def _columns(self, now: datetime) -> tuple[str, ...]:
+        try:
+            return nvidia.plan_columns(self._fields(now), self._rejected)
+        except ToolNotFound:
+            raise
+        except GpuHealthError as exc:
+            raise CollectError(f"nvidia-smi field probe failed: {exc}", reason="probe") from exc
+
+    def _fields(self, now: datetime) -> nvidia.HelpFields:
+        probe = self._probe
+        if probe is not None and timedelta(0) <= now - probe.at < self.probe_ttl:
+            return probe.fields
+        result = self.runner.run(self.binary, ("--help-query-gpu",)).require_success()
+        fields = nvidia.parse_help(result.stdout)
+        if probe is None or probe.fields != fields:
+            self._rejected = frozenset()  # new driver: give every listed field a chance again
+            missing = [f for f in nvidia.HEALTH_FIELDS if not fields.supports(f)]
+            log.info("nvidia-smi probe: %d fields listed; candidate fields not listed: %s",
+                     len(fields.names), ", ".join(missing) or "none")
+        self._probe = _Probe(fields, now)
+        return fields
+
+    def _note_rejected(self, field: str | None, columns: tuple[str, ...]) -> None:
+        if field is None or field not in columns or field in nvidia.REQUIRED_IDENTITY:
+            return
+        log.warning("nvidia-smi refused field %r although its help lists it; querying "
+                    "without it until the driver's field list changes", field)
+        self._rejected = self._rejected | {field}

@@ -1,0 +1,68 @@
+"""Fixtures for the exporter tests (helpers live in tests/exporter/support.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from exporter.main import Exporter, build
+from exporter.settings import Settings
+
+from .support import NVIDIA_SMI, FakeClock
+
+
+@pytest.fixture
+def tool_env(tmp_path: Path) -> dict[str, str]:
+    """The environment the fake tools run with; tests add FAKE_* variables to it.
+
+    The venv's interpreter goes first on PATH so the fakes' ``#!/usr/bin/env python3`` starts
+    fast (a pyenv shim costs ~0.1 s per call) and with the same Python as the tests.
+    """
+    return {
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        "FAKE_NVIDIA_LOG": str(tmp_path / "nvidia-smi.log"),
+        "FAKE_XPU_LOG": str(tmp_path / "xpu-smi.log"),
+        "FAKE_CNMON_LOG": str(tmp_path / "cnmon.log"),
+    }
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+MakeExporter = Callable[..., Exporter]
+
+
+@pytest.fixture
+def make_exporter(tool_env: dict[str, str], clock: FakeClock) -> Iterator[MakeExporter]:
+    """Build a whole exporter (sources, cache, registry, loop) around the fake tools."""
+    built: list[Exporter] = []
+
+    def make(
+        *,
+        nvidia: str = NVIDIA_SMI,
+        xpu: str = "",
+        cnmon: str = "",
+        timeout_s: float = 10.0,
+        max_output_bytes: int = 1024 * 1024,
+        stale_after_s: float = 180.0,
+    ) -> Exporter:
+        settings = Settings(
+            tool_timeout_s=timeout_s,
+            max_output_bytes=max_output_bytes,
+            stale_after_s=stale_after_s,
+            binaries={"nvidia": nvidia, "kunlunxin": xpu, "cambricon": cnmon},
+            tool_env=tool_env,
+        )
+        exporter = build(settings, clock)
+        built.append(exporter)
+        return exporter
+
+    yield make
+    for exporter in built:
+        exporter.loop.stop()

@@ -1,0 +1,119 @@
+"""The one module that runs subprocesses: argv without a shell, LC_ALL=C, timeout, output cap."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from exporter.runner import ToolRunner
+from gpu_health.errors import CollectError, ToolNotFound
+
+from .support import NVIDIA_SMI
+
+
+def script(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def runner(env: dict[str, str], timeout_s: float = 10.0, cap: int = 1024 * 1024) -> ToolRunner:
+    return ToolRunner(timeout_s=timeout_s, max_output_bytes=cap, env=env)
+
+
+def test_argv_is_passed_without_a_shell_and_locale_is_forced_to_c(
+    tmp_path: Path, tool_env: dict[str, str]
+) -> None:
+    tool = script(tmp_path, "echo-args", 'echo "LC_ALL=$LC_ALL LANG=$LANG"; printf "%s\\n" "$@"\n')
+    env = {**tool_env, "LC_ALL": "de_DE.UTF-8", "LANG": "de_DE.UTF-8"}
+    result = runner(env).run(tool, ["a b", "; touch pwned", "$HOME", "*"])
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        "LC_ALL=C LANG=de_DE.UTF-8", "a b", "; touch pwned", "$HOME", "*"]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_stdin_is_closed(tmp_path: Path, tool_env: dict[str, str]) -> None:
+    tool = script(tmp_path, "reads-stdin", "cat\necho done\n")
+    assert runner(tool_env, timeout_s=5).run(tool, []).stdout == "done\n"
+
+
+def test_non_zero_exit_is_returned_and_require_success_names_it(
+    tmp_path: Path, tool_env: dict[str, str]
+) -> None:
+    message = 'echo "Field \\"x\\" is not a valid field to query."'
+    tool = script(tmp_path, "fails", message + "\nexit 2\n")
+    result = runner(tool_env).run(tool, [])
+    assert result.returncode == 2 and "not a valid field" in result.stdout
+    with pytest.raises(CollectError, match="status 2") as info:
+        result.require_success()
+    assert info.value.reason == "exit_code"
+
+
+def test_stderr_keeps_only_its_tail(tmp_path: Path, tool_env: dict[str, str]) -> None:
+    tool = script(tmp_path, "noisy", "yes err | head -c 100000 >&2\necho tail-marker >&2\n")
+    result = runner(tool_env).run(tool, [])
+    assert len(result.stderr_tail) <= 4096 and result.stderr_tail.endswith("tail-marker\n")
+
+
+def test_missing_or_not_executable_binary_is_tool_not_found(
+    tmp_path: Path, tool_env: dict[str, str]
+) -> None:
+    plain = tmp_path / "not-executable"
+    plain.write_text("#!/bin/sh\necho hi\n")
+    for command in (str(tmp_path / "absent"), str(plain), "no-such-tool-on-path", ""):
+        with pytest.raises(ToolNotFound) as info:
+            runner(tool_env).run(command, [])
+        assert info.value.reason == "not_found"
+
+
+def test_name_is_looked_up_on_the_tool_path_not_the_exporters(
+    tmp_path: Path, tool_env: dict[str, str]
+) -> None:
+    script(tmp_path, "my-smi", "echo found\n")
+    env = {**tool_env, "PATH": f"{tmp_path}:{tool_env['PATH']}"}
+    assert runner(env).which("my-smi") == str(tmp_path / "my-smi")
+    assert runner(env).run("my-smi", []).stdout == "found\n"
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path, tool_env: dict[str, str]) -> None:
+    pidfile = tmp_path / "pids"
+    env = {**tool_env, "FAKE_NVIDIA_HELP_MODE": "hang", "FAKE_PIDFILE": str(pidfile)}
+    with pytest.raises(CollectError, match="did not finish") as info:
+        runner(env, timeout_s=1.0).run(NVIDIA_SMI, ["--help-query-gpu"])
+    assert info.value.reason == "timeout"
+    # The grandchild holding stdout open must be gone too: only a process-group kill does that.
+    pids = [int(p) for p in pidfile.read_text().split()]
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)  # waiting for the kernel to reap, not for a time to pass
+    assert all(_gone(pid) for pid in pids)
+
+
+def test_a_tool_printing_50_mb_is_cut_off_at_the_cap(tool_env: dict[str, str]) -> None:
+    env = {**tool_env, "FAKE_NVIDIA_HELP_MODE": "huge"}
+    with pytest.raises(CollectError, match="more than 65536 bytes") as info:
+        runner(env, cap=65536).run(NVIDIA_SMI, ["--help-query-gpu"])
+    assert info.value.reason == "oversize"
+
+
+def test_output_exactly_at_the_cap_is_accepted(tmp_path: Path, tool_env: dict[str, str]) -> None:
+    tool = script(tmp_path, "exact", "head -c 1000 /dev/zero | tr '\\0' x\n")
+    assert len(runner(tool_env, cap=1000).run(tool, []).stdout) == 1000
+
+
+def test_binary_garbage_is_decoded_not_fatal(tool_env: dict[str, str]) -> None:
+    env = {**tool_env, "FAKE_NVIDIA_HELP_MODE": "garbage"}
+    result = runner(env).run(NVIDIA_SMI, ["--help-query-gpu"])
+    assert result.returncode == 0 and "\ufffd" in result.stdout

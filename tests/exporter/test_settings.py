@@ -1,0 +1,64 @@
+"""Command-line settings: defaults, value forms, and every problem reported at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.settings import parse_args
+from gpu_health.errors import ConfigError
+
+
+def test_defaults_match_the_issue() -> None:
+    settings = parse_args([], environ={"PATH": "/usr/bin"})
+    assert (settings.collect_interval_s, settings.stale_after_s, settings.tool_timeout_s) == (
+        60.0, 180.0, 20.0)
+    assert (settings.listen_host, settings.listen_port, settings.once) == ("", 9835, False)
+    assert dict(settings.binaries) == {
+        "nvidia": "nvidia-smi", "kunlunxin": "xpu-smi", "cambricon": "cnmon"}
+    assert settings.tool_env == {"PATH": "/usr/bin"}
+    assert settings.textfile is None and settings.log_level == "info"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("1.5m", 90.0), ("1h", 3600.0),
+                          ("1500ms", 1.5)])
+def test_duration_forms(text: str, seconds: float) -> None:
+    assert parse_args(["--tool-timeout", text, "--collect-interval", "1h",
+                       "--stale-after", "3h"], environ={}).tool_timeout_s == seconds
+
+
+@pytest.mark.parametrize(
+    ("address", "host", "port"),
+    [(":9835", "", 9835), ("127.0.0.1:0", "127.0.0.1", 0), ("[::1]:9000", "::1", 9000),
+     ("node-7:9835", "node-7", 9835)])
+def test_listen_address_forms(address: str, host: str, port: int) -> None:
+    settings = parse_args(["--web.listen-address", address], environ={})
+    assert (settings.listen_host, settings.listen_port) == (host, port)
+
+
+def test_vendor_flags_and_empty_value_disables(tmp_path: Path) -> None:
+    settings = parse_args(["--nvidia-smi", "/opt/nv/nvidia-smi", "--xpu-smi", "",
+                           "--cnmon", "cnmon", "--textfile", str(tmp_path / "g.prom"), "--once"],
+                          environ={})
+    assert dict(settings.binaries) == {
+        "nvidia": "/opt/nv/nvidia-smi", "kunlunxin": "", "cambricon": "cnmon"}
+    assert settings.textfile == tmp_path / "g.prom" and settings.once
+
+
+def test_every_problem_is_listed_at_once() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_args(["--collect-interval", "60s", "--stale-after", "30s", "--tool-timeout", "2m",
+                    "--max-output-bytes", "lots", "--web.listen-address", "host:99999",
+                    "--log-level", "LOUD", "extra"], environ={})
+    problems = info.value.problems
+    assert len(problems) == 6, problems
+    assert any("shorter than --collect-interval" in p for p in problems)
+    assert any("longer than --collect-interval" in p for p in problems)
+    assert any("'extra'" in p for p in problems)
+
+
+def test_a_flag_missing_its_value_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="expected one argument"):
+        parse_args(["--collect-interval"], environ={})
