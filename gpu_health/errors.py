@@ -76,3 +76,19 @@ class AlertError(GpuHealthError):
     """Pushing alerts to an Alertmanager failed."""
 
     reason = "alert"
+
+
+class ToolNotFound(CollectError):
+    """A vendor tool's binary is not installed (or not executable) where the config points.
+
+    The exporter treats this as "vendor absent on this node" until the tool has been seen once;
+    after that, a vanished tool is a collection failure (the tool was uninstalled under us).
+    """
+
+    reason = "not_found"
+
+
+class DiscoveryError(GpuHealthError):
+    """A target discovery source (file_sd file, http_sd endpoint) could not be used."""
+
+    reason = "discovery"

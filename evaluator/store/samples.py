@@ -58,13 +58,28 @@ def insert_samples(db: Database, samples: Sequence[Sample]) -> int:
     return len(samples)
 
 
-def latest_rows(db: Database, keys: Sequence[CardKey]) -> dict[CardKey, Sample]:
-    """The newest stored row of each card (any time), in one SELECT for all keys."""
+def latest_rows(
+    db: Database, keys: Sequence[CardKey], since: datetime | None = None
+) -> dict[CardKey, Sample]:
+    """The newest stored row of each card, in one SELECT for all keys.
+
+    ``since`` bounds the rows read (``sampled_at >= since``). The ingest path always passes it:
+    the write rule never needs a row older than the keepalive, and an unbounded lookup scans a
+    card's whole history (measured 0.9 s for 16,000 cards with two days of rows, growing with
+    retention) while the bounded one is answered from the newest row groups through DuckDB's
+    min/max zone maps (0.025 s). Rows stamped in the future are included either way.
+    """
     if not keys:
         return {}
-    nodes = [k.node_id for k in keys]
-    indexes = [k.gpu_index for k in keys]
-    sources = [k.source for k in keys]
+    params: list[object] = [
+        [k.node_id for k in keys],
+        [k.gpu_index for k in keys],
+        [k.source for k in keys],
+    ]
+    bound = ""
+    if since is not None:
+        bound = "WHERE s.sampled_at >= $4"
+        params.append(to_naive_utc(since))
     rows = db.fetchall(
         f"""
         SELECT {", ".join("s." + c for c in _COLUMNS)}
@@ -73,10 +88,11 @@ def latest_rows(db: Database, keys: Sequence[CardKey]) -> dict[CardKey, Sample]:
                      unnest($2::INTEGER[]) AS gpu_index,
                      unnest($3::VARCHAR[]) AS source) k
           ON s.node_id = k.node_id AND s.gpu_index = k.gpu_index AND s.source = k.source
+        {bound}
         QUALIFY row_number() OVER (
             PARTITION BY s.node_id, s.gpu_index, s.source ORDER BY s.sampled_at DESC) = 1
         """,
-        [nodes, indexes, sources],
+        params,
     )
     result: dict[CardKey, Sample] = {}
     for row in rows:

@@ -1,0 +1,128 @@
+"""Prometheus text exposition (format 0.0.4) parsing: text in, samples out, no I/O.
+
+A faster equivalent of ``prometheus_client.parser.text_string_to_metric_families`` for what the
+evaluator needs: every sample line is validated (one malformed line fails the whole scrape, as it
+does in Prometheus), but labels are only decoded for the metric names the caller asks for. On
+valid input the samples are identical to prometheus_client's (``tests/evaluator/
+test_scrape_exposition.py`` checks that on a corpus). On malformed input this parser is stricter
+than prometheus_client where Prometheus itself (the Go parser) is too: more than one timestamp,
+a non-integer timestamp, ``__name__`` inside the braces, an empty label term (``{,}``) and an
+unknown ``# TYPE``.
+UTF-8 quoted metric/label names (a Prometheus 3 extension) are rejected too: the exporter never
+emits them and accepting half of that syntax would be worse than refusing it clearly.
+Sample names are kept as written on the wire (prometheus_client renames a ``counter`` sample
+that lacks ``_total``; the contract's counters already end in ``_total``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from typing import NamedTuple
+
+from gpu_health.errors import ParseError
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+# name, optional {labels} (greedy to the last '}' because label values may contain '}' but the
+# value and timestamp never do), value, optional timestamp. The line is stripped beforehand.
+_SAMPLE_RE = re.compile(
+    rf"({_NAME})(?:[ \t]*\{{(.*)\}}[ \t]*|[ \t]+)([^\s{{}}]+)(?:[ \t]+([^\s{{}}]+))?"
+)
+_LABEL_RE = re.compile(
+    r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(?:,|$)'
+)
+_PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*"(?:[^"\\\n]|\\.)*"'
+# Structure-only check for series whose labels we do not decode (cheaper than building a dict).
+_LABEL_SET_RE = re.compile(rf"[ \t]*(?:{_PAIR}[ \t]*,[ \t]*)*(?:{_PAIR}[ \t]*,?[ \t]*)?")
+_ESCAPE_RE = re.compile(r'\\[\\n"]')
+_ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
+_NAME_RE = re.compile(_NAME)
+_TYPES = frozenset({"counter", "gauge", "histogram", "summary", "untyped"})
+_TIMESTAMP_RE = re.compile(r"-?[0-9]+")
+_MAX_LINE_PREVIEW = 120
+
+
+class RawSample(NamedTuple):
+    """One sample line: metric name, decoded labels, and the value exactly as written."""
+
+    name: str
+    labels: dict[str, str]
+    value: str
+
+
+def parse_value(text: str) -> float:
+    """A sample value as Prometheus reads it (Go ``ParseFloat`` plus ``NaN``/``+Inf``/``-Inf``).
+
+    Python's ``float`` also accepts digit separators (``1_000``); Go and prometheus_client do
+    not, so neither do we.
+    """
+    if "_" in text:
+        raise ValueError(f"invalid value {text!r}")
+    return float(text)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return _ESCAPES[match.group(0)]
+
+
+def _parse_labels(text: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    pos, end = 0, len(text)
+    while pos < end:
+        match = _LABEL_RE.match(text, pos)
+        if match is None:
+            if text[pos:].strip(" \t"):
+                raise ValueError(f"invalid label set near {text[pos:pos + 40]!r}")
+            break
+        name, raw = match.group(1), match.group(2)
+        if name in labels:
+            raise ValueError(f"duplicate label name {name!r}")
+        if name == "__name__":
+            raise ValueError("metric name given inside the braces")
+        labels[name] = _ESCAPE_RE.sub(_unescape, raw) if "\\" in raw else raw
+        pos = match.end()
+    return labels
+
+
+def _check_comment(line: str) -> None:
+    # HELP text is free-form; TYPE must name a metric and a known type (Prometheus rejects others).
+    parts = line[1:].split(None, 3)
+    if len(parts) < 2 or parts[0] not in ("HELP", "TYPE"):
+        return
+    if _NAME_RE.fullmatch(parts[1]) is None:
+        raise ValueError(f"invalid metric name {parts[1]!r} in {parts[0]} line")
+    if parts[0] == "TYPE" and (len(parts) != 3 or parts[2] not in _TYPES):
+        raise ValueError("TYPE line needs a metric name and one of " + ", ".join(sorted(_TYPES)))
+
+
+def parse_samples(text: str, wanted: Collection[str] | None = None) -> list[RawSample]:
+    """Validate every line of ``text``; return the samples named in ``wanted`` (None: all).
+
+    Raises :class:`ParseError` naming the first bad line (1-based) and showing its start.
+    """
+    samples: list[RawSample] = []
+    match_line = _SAMPLE_RE.fullmatch
+    for number, raw_line in enumerate(text.split("\n"), start=1):
+        line = raw_line.strip()
+        if not line:
+            continue
+        try:
+            if line[0] == "#":
+                _check_comment(line)
+                continue
+            match = match_line(line)
+            if match is None:
+                raise ValueError("not a sample line")
+            name, label_text, value, timestamp = match.groups()
+            parse_value(value)
+            if timestamp is not None and _TIMESTAMP_RE.fullmatch(timestamp) is None:
+                raise ValueError(f"timestamp {timestamp!r} is not integer milliseconds")
+            if wanted is None or name in wanted:
+                labels = _parse_labels(label_text) if label_text else {}
+                samples.append(RawSample(name, labels, value))
+            elif label_text and _LABEL_SET_RE.fullmatch(label_text) is None:
+                raise ValueError("invalid label set")
+        except ValueError as exc:
+            preview = line[:_MAX_LINE_PREVIEW]
+            raise ParseError(f"line {number}: {exc}: {preview!r}", reason="parse") from exc
+    return samples

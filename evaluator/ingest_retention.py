@@ -1,0 +1,95 @@
+"""Retention cleanup, triggered by real writes and kept off the scrape path.
+
+Reference: cleanup runs once per 5000 real writes (rows), in its own task with its own timeout,
+never inside a scrape cycle, and never in a deployment that writes nothing (most of them). A
+run deletes samples older than ``retention_days`` (GPU_HEALTH_RETENTION_DAYS, validated in
+settings: a typo falls back to 180, it never turns into "delete everything").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+from typing import Final
+
+from evaluator.selfmetrics import SelfMetrics
+from evaluator.store.db import Database
+from evaluator.store.maintenance import delete_samples_before_async
+from gpu_health.clock import Clock
+
+log = logging.getLogger(__name__)
+
+CLEANUP_EVERY_ROWS: Final = 5000
+CLEANUP_TIMEOUT_S: Final = 300.0
+
+
+class Retention:
+    """Counts real rows written; every ``every_rows`` it starts one cleanup task."""
+
+    def __init__(self, db: Database, *, days: int, clock: Clock,
+                 metrics: SelfMetrics | None = None, every_rows: int = CLEANUP_EVERY_ROWS,
+                 timeout: float = CLEANUP_TIMEOUT_S) -> None:
+        if days <= 0:
+            raise ValueError("retention days must be positive")  # settings guarantees this
+        self.db = db
+        self.days = days
+        self.clock = clock
+        self.metrics = metrics
+        self.every_rows = every_rows
+        self.timeout = timeout
+        self.pending_rows = 0
+        self.runs = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def note_written(self, rows: int) -> None:
+        """Called after each committed batch of real rows (never from a failed one)."""
+        if rows <= 0:
+            return
+        self.pending_rows += rows
+        if self.pending_rows < self.every_rows:
+            return
+        if self._task is not None and not self._task.done():
+            return  # one cleanup at a time; the count keeps growing and triggers next time
+        self.pending_rows = 0
+        self._task = asyncio.get_running_loop().create_task(self.run_once(), name="retention")
+
+    async def run_once(self) -> None:
+        """One cleanup with its own timeout and its own catch-all (it runs as a lone task)."""
+        cutoff = self.clock() - timedelta(days=self.days)
+        self.runs += 1
+        try:
+            deleted = await delete_samples_before_async(self.db, cutoff, self.timeout)
+        except TimeoutError:
+            log.warning("retention cleanup interrupted after %.0fs (cutoff %s); will retry",
+                        self.timeout, cutoff.isoformat())
+            self._result("timeout")
+            return
+        except Exception as exc:  # the task's one catch-all: count, log, never propagate
+            reason = getattr(exc, "reason", "internal")
+            log.error("retention cleanup failed (%s): %s", reason, exc)
+            self._result("error")
+            if self.metrics is not None:
+                self.metrics.loop_error("retention", str(reason))
+            return
+        log.info("retention cleanup deleted %d sample rows older than %s", deleted,
+                 cutoff.isoformat())
+        self._result("ok")
+        if self.metrics is not None and deleted:
+            self.metrics.cleanup_deleted.inc(deleted)
+
+    def _result(self, result: str) -> None:
+        if self.metrics is not None:
+            self.metrics.cleanup_runs.labels(result).inc()
+
+    async def wait(self) -> None:
+        """Wait for a running cleanup to finish (tests, shutdown)."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def close(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

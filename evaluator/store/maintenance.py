@@ -1,0 +1,121 @@
+"""Ingest-side store maintenance: node registry upsert, retention delete, simulated purge.
+
+Every function is one statement (or one transaction) over :class:`Database`; callers in async
+code go through ``Database.run``. ``delete_samples_before_async`` adds a timeout that really stops
+the DELETE (DuckDB ``interrupt()`` on the cursor running it) instead of leaving a thread busy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from evaluator.store.db import Database
+from gpu_health.clock import to_naive_utc
+from gpu_health.contract import SOURCE_SIMULATED
+from gpu_health.errors import StoreError
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A row of ``gpu_health_nodes``: who the node is, who owns it, where it is scraped."""
+
+    node_id: str
+    tenant: str | None
+    target: str | None
+    last_seen: datetime
+
+
+def upsert_nodes(db: Database, nodes: Sequence[NodeRecord]) -> int:
+    """Insert or update all ``nodes`` in one statement (node ids must be unique)."""
+    if not nodes:
+        return 0
+    db.execute(
+        """
+        INSERT INTO gpu_health_nodes (node_id, tenant, target, last_seen)
+        SELECT unnest($1::VARCHAR[]), unnest($2::VARCHAR[]), unnest($3::VARCHAR[]),
+               unnest($4::TIMESTAMP[])
+        ON CONFLICT (node_id) DO UPDATE SET
+            tenant = excluded.tenant, target = excluded.target, last_seen = excluded.last_seen
+        """,
+        [
+            [n.node_id for n in nodes],
+            [n.tenant for n in nodes],
+            [n.target for n in nodes],
+            [to_naive_utc(n.last_seen) for n in nodes],
+        ],
+    )
+    return len(nodes)
+
+
+def delete_samples_before(db: Database, cutoff: datetime) -> int:
+    """Retention: delete samples (both sources) sampled strictly before ``cutoff``."""
+    # DuckDB answers a DELETE with one row holding the number of rows it removed.
+    result = db.fetchall(
+        "DELETE FROM gpu_health_samples WHERE sampled_at < ?", [to_naive_utc(cutoff)]
+    )
+    return int(result[0][0]) if result else 0
+
+
+async def delete_samples_before_async(db: Database, cutoff: datetime, timeout: float) -> int:
+    """:func:`delete_samples_before` with a timeout that interrupts the query on expiry.
+
+    Raises ``TimeoutError`` after interrupting the statement if it had started (DuckDB then
+    rolls it back; the next run starts over). The database thread is free again on return.
+    """
+    running: dict[str, Any] = {}
+    started = threading.Event()
+
+    def work() -> int:
+        running["cursor"] = db.cursor()
+        started.set()
+        return delete_samples_before(db, cutoff)
+
+    task = asyncio.ensure_future(db.run(work))
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), timeout)
+    except TimeoutError:
+        cursor = running.get("cursor")
+        if started.is_set() and isinstance(cursor, duckdb.DuckDBPyConnection):
+            cursor.interrupt()
+        with contextlib.suppress(StoreError):
+            await task  # let the interrupted statement finish unwinding before returning
+        raise
+
+
+def purge_simulated(db: Database) -> int:
+    """Delete every ``source='simulated'`` sample and prediction; real rows are never touched."""
+    with db.transaction():
+        samples = db.fetchall(
+            "DELETE FROM gpu_health_samples WHERE source = ?", [SOURCE_SIMULATED]
+        )
+        db.execute("DELETE FROM gpu_health_predictions WHERE source = ?", [SOURCE_SIMULATED])
+    return int(samples[0][0]) if samples else 0
+
+
+def count_samples(db: Database, source: str | None = None) -> int:
+    """Rows in ``gpu_health_samples`` (of one source, or all)."""
+    if source is None:
+        row = db.fetchone("SELECT count(*) FROM gpu_health_samples")
+    else:
+        row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE source = ?", [source])
+    return int(row[0])
+
+
+def simulated_nodes_present(db: Database, node_ids: Sequence[str]) -> list[str]:
+    """Which of ``node_ids`` already have simulated samples."""
+    if not node_ids:
+        return []
+    rows = db.fetchall(
+        "SELECT DISTINCT node_id FROM gpu_health_samples "
+        "WHERE source = ? AND node_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY 1",
+        [SOURCE_SIMULATED, list(node_ids)],
+    )
+    return [str(r[0]) for r in rows]
