@@ -1,0 +1,162 @@
+"""Pure parsing and validation of API query parameters.
+
+Everything here is text in, typed values out, no I/O and no clock reads (``now`` is passed in).
+Every refusal is an ``ApiError(400, ..., param=name)`` so the caller learns which parameter to
+fix. Parsing is deliberately strict: an SRE who typed ``limt=50`` or ``limit=50.0`` should get a
+400 naming the parameter, not a silently different answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from gpu_health.contract import SOURCE_REAL, SOURCES
+from gpu_health.errors import ApiError
+
+STATUSES = ("pending", "hit", "miss", "voided")
+
+# Upper bounds keep values inside the store's column types (INTEGER / BIGINT): an out-of-range
+# value must be a 400 here, not a driver error (500) later.
+INT32_MAX = 2**31 - 1
+MAX_TEXT = 256
+
+_INT = re.compile(r"0|[1-9][0-9]{0,18}")
+_UNIX = re.compile(r"([0-9]{1,12})(?:\.([0-9]{1,9}))?")
+# RFC 3339 date-time. The offset is mandatory: a naive time would silently mean server-local or
+# UTC depending on who reads it. A space before the offset is a '+' that the query-string decoding
+# turned into a space (``?since=2026-01-01T00:00:00+08:00`` sent unencoded); it is unambiguous
+# there, so accept it rather than make every curl user percent-encode '+'.
+_RFC3339 = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+\- ]\d{2}:\d{2})",
+    re.ASCII,  # \d would otherwise accept any Unicode digit
+)
+
+
+def _bad(param: str, message: str) -> ApiError:
+    return ApiError(400, f"{param}: {message}", param=param)
+
+
+def parse_int(param: str, raw: str, *, minimum: int = 0, maximum: int = INT32_MAX) -> int:
+    """A plain decimal integer (no sign, no leading zeros, no fraction) in [minimum, maximum]."""
+    if not _INT.fullmatch(raw):
+        raise _bad(param, f"expected a non-negative integer, got {raw!r}")
+    value = int(raw)
+    if not minimum <= value <= maximum:
+        raise _bad(param, f"must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def parse_time(param: str, raw: str) -> datetime:
+    """RFC 3339 with an explicit offset, or Unix seconds (optionally fractional) -> aware UTC."""
+    unix = _UNIX.fullmatch(raw)
+    if unix:
+        seconds, fraction = int(unix.group(1)), (unix.group(2) or "").ljust(6, "0")[:6]
+        try:
+            return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=int(fraction))
+        except (OverflowError, OSError, ValueError) as exc:
+            raise _bad(param, f"Unix time out of range: {raw!r}") from exc
+    match = _RFC3339.fullmatch(raw)
+    if not match:
+        raise _bad(
+            param,
+            f"expected RFC 3339 with an offset (2026-01-31T08:00:00Z) or Unix seconds, got {raw!r}",
+        )
+    date, clock, fraction, offset = match.groups()
+    offset = "+00:00" if offset in ("Z", "z") else offset.replace(" ", "+")
+    micro = f".{fraction.ljust(6, '0')[:6]}" if fraction else ""
+    try:
+        value = datetime.fromisoformat(f"{date}T{clock}{micro}{offset}")
+    except ValueError as exc:
+        raise _bad(param, f"not a valid date-time: {raw!r} ({exc})") from exc
+    return value.astimezone(UTC)
+
+
+def parse_choice(param: str, raw: str, choices: Collection[str]) -> str:
+    if raw not in choices:
+        raise _bad(param, f"must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """The query string of one request: each allowed name at most once, nothing else."""
+
+    values: Mapping[str, str]
+
+    @classmethod
+    def parse(cls, pairs: Iterable[tuple[str, str]], allowed: Collection[str]) -> Query:
+        values: dict[str, str] = {}
+        unknown: list[str] = []
+        for name, value in pairs:
+            if name not in allowed:
+                unknown.append(name)
+            elif name in values:
+                raise _bad(name, "given more than once")
+            else:
+                values[name] = value
+        if unknown:
+            names = sorted(set(unknown))
+            raise ApiError(
+                400,
+                f"unknown query parameter(s): {', '.join(names)}; "
+                f"allowed: {', '.join(sorted(allowed)) or 'none'}",
+                param=names[0],
+            )
+        return cls(values)
+
+    def text(self, name: str) -> str | None:
+        """The raw value (1..MAX_TEXT characters) or None when absent."""
+        raw = self.values.get(name)
+        if raw is not None and not 0 < len(raw) <= MAX_TEXT:
+            raise _bad(name, f"must be 1 to {MAX_TEXT} characters")
+        return raw
+
+    def required_text(self, name: str) -> str:
+        raw = self.text(name)
+        if raw is None:
+            raise _bad(name, "is required")
+        return raw
+
+    def integer(self, name: str, *, minimum: int = 0, maximum: int = INT32_MAX) -> int | None:
+        raw = self.text(name)
+        return None if raw is None else parse_int(name, raw, minimum=minimum, maximum=maximum)
+
+    def integer_or(
+        self, name: str, default: int, *, minimum: int = 0, maximum: int = INT32_MAX
+    ) -> int:
+        value = self.integer(name, minimum=minimum, maximum=maximum)
+        return default if value is None else value
+
+    def required_integer(self, name: str, *, minimum: int = 0, maximum: int = INT32_MAX) -> int:
+        return parse_int(name, self.required_text(name), minimum=minimum, maximum=maximum)
+
+    def time(self, name: str, default: datetime | None = None) -> datetime | None:
+        raw = self.text(name)
+        return default if raw is None else parse_time(name, raw)
+
+    def source(self) -> str:
+        """``real`` (default) or ``simulated``; ``all`` is refused: the two never mix."""
+        raw = self.text("source")
+        return SOURCE_REAL if raw is None else parse_choice("source", raw, SOURCES)
+
+    def status(self) -> str | None:
+        raw = self.text("status")
+        return None if raw is None else parse_choice("status", raw, STATUSES)
+
+    def open_time_range(self, now: datetime) -> tuple[datetime | None, datetime]:
+        """(since, until) where since has no default (no lower bound) and until defaults to
+        ``now``; since after until is refused."""
+        until = self.time("until") or now
+        since = self.time("since")
+        if since is not None and since > until:
+            raise _bad("since", f"is after until ({since.isoformat()} > {until.isoformat()})")
+        return since, until
+
+    def time_range(self, now: datetime, default_span: timedelta) -> tuple[datetime, datetime]:
+        """(since, until). until defaults to ``now``; since to ``until - default_span``, so
+        ``?until=<last month>`` alone still means "the span before that"."""
+        since, until = self.open_time_range(now)
+        return (until - default_span if since is None else since), until

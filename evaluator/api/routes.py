@@ -1,0 +1,103 @@
+"""Mounts the read API on the evaluator's aiohttp application.
+
+Everything lives in a sub-application at /api/v1 so that its catch-all middleware (JSON errors,
+request counting) covers exactly the API, including its 404/405s, and nothing else of the host
+application. Each endpoint authenticates first (an unauthenticated caller learns nothing about
+parameters or nodes), then checks the scope, then parses its query strictly.
+
+A later endpoint (``POST /api/v1/gpu-health/alerts/{node}/resolve``, scope ``alerts:write``) is
+added here as one more ``Endpoint``; auth.authenticate / require_scope / node_not_found are the
+same helpers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aiohttp import web
+
+from evaluator.api import handlers_cards, handlers_predictions
+from evaluator.api.auth import (
+    SCOPE_NODES_READ,
+    Principal,
+    authenticate,
+    is_loopback,
+    require_scope,
+)
+from evaluator.api.context import ApiContext, dumps
+from evaluator.api.middleware import ApiMetrics, error_middleware
+from evaluator.api.openapi import PREFIX, document
+from evaluator.api.params import Query
+
+log = logging.getLogger(__name__)
+
+API_ROOT: Final = "/api/v1"
+EndpointFn = Callable[[ApiContext, Principal, Query], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    path: str  # full path, as in the OpenAPI document
+    params: frozenset[str]
+    scope: str
+    fn: EndpointFn
+
+
+ENDPOINTS: Final[tuple[Endpoint, ...]] = (
+    Endpoint(f"{PREFIX}/predictions", handlers_predictions.PREDICTIONS_PARAMS,
+             SCOPE_NODES_READ, handlers_predictions.predictions),
+    Endpoint(f"{PREFIX}/prediction-stats", handlers_predictions.STATS_PARAMS,
+             SCOPE_NODES_READ, handlers_predictions.prediction_stats),
+    Endpoint(f"{PREFIX}/capabilities", handlers_cards.CAPABILITIES_PARAMS,
+             SCOPE_NODES_READ, handlers_cards.capabilities),
+    Endpoint(f"{PREFIX}/samples", handlers_cards.SAMPLES_PARAMS,
+             SCOPE_NODES_READ, handlers_cards.samples),
+    Endpoint(f"{PREFIX}/ecc-rate", handlers_cards.ECC_RATE_PARAMS,
+             SCOPE_NODES_READ, handlers_cards.ecc_rate),
+)
+
+
+def _handler(ctx: ApiContext, endpoint: Endpoint) -> Callable[[web.Request], Awaitable[Any]]:
+    async def handle(request: web.Request) -> web.Response:
+        principal = authenticate(request.headers.get("Authorization"), ctx.tokens,
+                                 ctx.listen_host)
+        require_scope(principal, endpoint.scope)
+        query = Query.parse(request.query.items(), endpoint.params)
+        return web.json_response(await endpoint.fn(ctx, principal, query), dumps=dumps)
+
+    return handle
+
+
+async def _openapi(request: web.Request) -> web.Response:
+    return web.json_response(document(), dumps=dumps)
+
+
+def _log_auth_mode(ctx: ApiContext) -> None:
+    if ctx.tokens is not None:
+        log.info("API: bearer tokens required (%d token(s) loaded)", len(ctx.tokens.entries))
+    elif is_loopback(ctx.listen_host):
+        log.warning(
+            "API is OPEN without authentication because it is bound to loopback (%s) and no "
+            "api.tokens_file is configured; configure one before listening on other addresses",
+            ctx.listen_host,
+        )
+    else:
+        log.error(
+            "API: no api.tokens_file configured and listening on %r (not loopback): every API "
+            "request will be refused with 401 until a tokens file is configured",
+            ctx.listen_host,
+        )
+
+
+def add_api_routes(app: web.Application, ctx: ApiContext) -> None:
+    """Mount /api/v1 (the endpoints and /api/v1/openapi.json) on ``app``; register the request
+    self-metrics in ``ctx.registry``. Call once per application, before it starts."""
+    _log_auth_mode(ctx)
+    api = web.Application(middlewares=[error_middleware(ApiMetrics(ctx.registry))])
+    for endpoint in ENDPOINTS:
+        api.router.add_get(endpoint.path.removeprefix(API_ROOT), _handler(ctx, endpoint))
+    api.router.add_get("/openapi.json", _openapi)
+    app.add_subapp(API_ROOT, api)
