@@ -16,9 +16,13 @@ def test_defaults_match_the_issue() -> None:
         60.0, 180.0, 20.0)
     assert (settings.listen_host, settings.listen_port, settings.once) == ("", 9835, False)
     assert dict(settings.binaries) == {
-        "nvidia": "nvidia-smi", "kunlunxin": "xpu-smi", "cambricon": "cnmon"}
+        "nvidia": "nvidia-smi", "kunlunxin": "xpu-smi", "cambricon": "cnmon",
+        "ascend": "npu-smi", "metax": "mx-smi", "iluvatar": "ixsmi", "enflame": "efsmi",
+        "hygon": "hy-smi", "mthreads": "mthreads-gmi"}
     assert settings.tool_env == {"PATH": "/usr/bin"}
     assert settings.textfile is None and settings.log_level == "info"
+    assert (settings.kmsg_path, settings.dmesg, settings.journalctl, settings.xid_interval_s) == (
+        "/dev/kmsg", "dmesg", "journalctl", 10.0)
 
 
 @pytest.mark.parametrize(
@@ -42,18 +46,33 @@ def test_vendor_flags_and_empty_value_disables(tmp_path: Path) -> None:
     settings = parse_args(["--nvidia-smi", "/opt/nv/nvidia-smi", "--xpu-smi", "",
                            "--cnmon", "cnmon", "--textfile", str(tmp_path / "g.prom"), "--once"],
                           environ={})
-    assert dict(settings.binaries) == {
+    assert {k: v for k, v in settings.binaries.items() if k in ("nvidia", "kunlunxin",
+                                                                "cambricon")} == {
         "nvidia": "/opt/nv/nvidia-smi", "kunlunxin": "", "cambricon": "cnmon"}
     assert settings.textfile == tmp_path / "g.prom" and settings.once
+
+
+def test_new_vendor_and_xid_flags() -> None:
+    settings = parse_args(["--npu-smi", "/usr/local/bin/npu-smi", "--mx-smi", "", "--ixsmi",
+                           "ixsmi", "--efsmi", "", "--hy-smi", "/opt/hyhal/bin/hy-smi",
+                           "--mthreads-gmi", "", "--kmsg-path", "", "--dmesg", "/bin/dmesg",
+                           "--journalctl", "", "--xid-interval", "30s"], environ={})
+    assert {k: settings.binaries[k] for k in ("ascend", "metax", "iluvatar", "enflame", "hygon",
+                                              "mthreads")} == {
+        "ascend": "/usr/local/bin/npu-smi", "metax": "", "iluvatar": "ixsmi", "enflame": "",
+        "hygon": "/opt/hyhal/bin/hy-smi", "mthreads": ""}
+    assert (settings.kmsg_path, settings.dmesg, settings.journalctl, settings.xid_interval_s) == (
+        "", "/bin/dmesg", "", 30.0)
 
 
 def test_every_problem_is_listed_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         parse_args(["--collect-interval", "60s", "--stale-after", "30s", "--tool-timeout", "2m",
                     "--max-output-bytes", "lots", "--web.listen-address", "host:99999",
-                    "--log-level", "LOUD", "extra"], environ={})
+                    "--log-level", "LOUD", "--xid-interval", "often", "extra"], environ={})
     problems = info.value.problems
-    assert len(problems) == 6, problems
+    assert len(problems) == 7, problems
+    assert any("--xid-interval" in p for p in problems)
     assert any("shorter than --collect-interval" in p for p in problems)
     assert any("longer than --collect-interval" in p for p in problems)
     assert any("'extra'" in p for p in problems)

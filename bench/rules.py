@@ -1,0 +1,152 @@
+"""Benchmark: one worker tick (backfill + predict) and prediction_stats over a large store.
+
+Generates 4,096 cards x 37 days of 5-minute samples (about 43.6 M rows, the keep-alive upper
+bound of 288 rows per card per day) INSIDE DuckDB with ``INSERT ... SELECT FROM range(...)``,
+one day per statement in time order (as ingest appends them), into a store opened through
+``Database`` (so the schema's indexes exist). Profiles: most cards flat, some growing linearly,
+some degrading quadratically (about half of those later show uncorrectable errors), one-off
+bursts, Kunlunxin-like cards with only an uncorrectable count, and card swaps. A few hundred
+pending predictions (7- and 30-day windows, some matured) are planted before the timed tick.
+
+Targets (issue 4): tick < 10 s, prediction-stats < 2 s. Generation and index build are not timed.
+
+    python -m bench.rules            # full run (~43 M rows; needs a few GB of disk and RAM)
+    python -m bench.rules --quick    # 256 cards x 10 days, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from evaluator.rules.ruleset import load_ruleset
+from evaluator.stats import prediction_stats
+from evaluator.store import Database
+from evaluator.worker import Worker
+from gpu_health.clock import to_naive_utc
+
+STEP_S = 300
+END = datetime(2026, 3, 1, tzinfo=UTC)
+
+# Profile of card c by h = (c * 7919) % 1000; t is days since the start of the data.
+_PROFILE = """
+    CASE WHEN h < 60 THEN 'degrading' WHEN h < 70 THEN 'burst' WHEN h < 110 THEN 'kunlun'
+         WHEN h < 300 THEN 'linear' WHEN h < 306 THEN 'swap' ELSE 'flat' END
+"""
+_ROWS = f"""
+INSERT INTO gpu_health_samples
+SELECT 'node-' || lpad((c // 8)::VARCHAR, 4, '0'), (c % 8)::INTEGER,
+       CASE WHEN kind = 'swap' AND t >= 10 + c % 20 THEN 'GPU-' || c || '-b'
+            ELSE 'GPU-' || c END,
+       'real', $start + to_seconds(i * {STEP_S}),
+       CASE WHEN kind = 'degrading' AND h < 30 AND t >= onset + 17 + c % 4
+                THEN 1 + floor(t - onset - 17 - c % 4)::BIGINT
+            WHEN kind = 'burst' AND h < 65 AND t >= 6 + c % 25 THEN 1
+            WHEN kind = 'kunlun' AND h < 75 AND t >= 20 + c % 10 THEN 2
+            ELSE 0 END,
+       CASE WHEN kind = 'kunlun' THEN NULL
+            WHEN kind = 'degrading'
+                THEN c % 13 + floor((2 + c % 4) * pow(greatest(t - onset, 0), 2))::BIGINT
+            WHEN kind = 'burst' THEN c % 13 + CASE WHEN t >= 5 + c % 25 THEN 500 ELSE 0 END
+            WHEN kind = 'linear' THEN c % 13 + floor(t * (1 + c % 10))::BIGINT
+            WHEN kind = 'swap' AND t >= 10 + c % 20 THEN floor(t - 10 - c % 20)::BIGINT
+            ELSE c % 13 END,
+       CASE WHEN kind = 'kunlun' OR c % 2 = 0 THEN NULL ELSE 3 END,
+       CASE WHEN kind = 'kunlun' OR c % 2 = 1 THEN NULL ELSE 0 END,
+       CASE WHEN kind = 'kunlun' OR c % 2 = 1 THEN NULL ELSE 0 END
+FROM (
+    SELECT c, i, i * {STEP_S} / 86400.0 AS t, h, {_PROFILE} AS kind, 8 + c % 25 AS onset
+    FROM (SELECT range AS i FROM range($i0, $i1)) steps
+    CROSS JOIN (SELECT range AS c, (range * 7919) % 1000 AS h FROM range($cards)) cards
+)
+ORDER BY i, c
+"""
+
+
+def generate(db: Database, cards: int, days: int, end: datetime) -> int:
+    """Insert ``cards`` x ``days`` of 5-minute samples ending at ``end``; returns the row count."""
+    start = to_naive_utc(end - timedelta(days=days))
+    per_day = 86400 // STEP_S
+    for day in range(days):
+        db.execute(_ROWS, {"start": start, "i0": day * per_day, "i1": (day + 1) * per_day,
+                           "cards": cards})
+    return int(db.fetchone("SELECT count(*) FROM gpu_health_samples")[0])
+
+
+def plant_predictions(db: Database, version: str, cards: int, now: datetime,
+                      count: int = 400) -> int:
+    """``count`` pending predictions of the rule's version, t0 1 to 35 days back (so some
+    windows matured), two thirds with a 7-day window and one third with 30 days."""
+    db.execute(
+        """
+        INSERT INTO gpu_health_predictions
+        SELECT 'planted-' || k, 'node-' || lpad((c // 8)::VARCHAR, 4, '0'), (c % 8)::INTEGER,
+               'GPU-' || c, 'real', $version, w, t0, t0 + to_days(w), t0, 'ecc_corrected_growth',
+               'trend', 'planted by bench/rules.py', 0, 'pending', NULL, NULL
+        FROM (SELECT k, (k * 37) % $cards AS c, CASE WHEN k % 3 = 0 THEN 30 ELSE 7 END AS w,
+                     $now - to_days(1 + k % 35) - to_minutes(7) AS t0
+              FROM range($count) r(k))
+        """,
+        {"version": version, "cards": cards, "now": to_naive_utc(now), "count": count},
+    )
+    return count
+
+
+def measure(db: Database, rows: int, cards: int) -> bool:
+    """Plant pending predictions, then time one tick and one prediction_stats call."""
+    ruleset = load_ruleset(env={})
+    now = END - timedelta(minutes=1)
+    planted = plant_predictions(db, ruleset.version, cards, now)
+    worker = Worker(db, ruleset, clock=lambda: now)
+    worker.register(now)
+
+    started = time.perf_counter()
+    report = worker.tick(now)
+    tick_s = time.perf_counter() - started
+    print(f"tick (backfill + predict): {tick_s:.2f} s (target < 10 s), "
+          f"{rows / tick_s:,.0f} stored rows/s; {planted} planted pending, resolved "
+          f"{report.resolved}, evaluated {report.evaluated}, "
+          f"new predictions {len(report.predictions)}")
+
+    started = time.perf_counter()
+    stats = prediction_stats(db, now=now, ruleset=ruleset)
+    stats_s = time.perf_counter() - started
+    w7 = stats["windows"][0]
+    print(f"prediction_stats: {stats_s:.2f} s (target < 2 s), {rows / stats_s:,.0f} stored rows/s; "
+          f"7d: {w7['predictions']}, faulty {w7['faulty_cards']}, "
+          f"predicted {w7['predicted_faulty_cards']}, monitorable {w7['monitorable_cards']}, "
+          f"exposure {w7['exposure_card_days']:,.0f} card-days")
+    return tick_s < 10 and stats_s < 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="256 cards x 10 days")
+    parser.add_argument("--cards", type=int, default=4096)
+    parser.add_argument("--days", type=int, default=37)
+    parser.add_argument("--db", type=Path, help="DuckDB file (default: a temporary one)")
+    args = parser.parse_args(argv)
+    cards, days = (256, 10) if args.quick else (args.cards, args.days)
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="gpu-health-bench-") as tmp:
+        path = args.db or Path(tmp) / "bench.duckdb"
+        if path.exists():
+            path.unlink()
+        db = Database(path)
+        started = time.perf_counter()
+        rows = generate(db, cards, days, END)
+        print(f"generated {rows:,} rows ({cards} cards x {days} days of 5-minute samples) "
+              f"in {time.perf_counter() - started:.1f} s (not timed)")
+        ok = measure(db, rows, cards)
+        db.close()
+    print("targets met" if ok else "TARGETS MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

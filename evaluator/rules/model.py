@@ -1,0 +1,78 @@
+"""Plain data of the rule engine: card features in, signal hits and decisions out (pure).
+
+``CardFeatures`` holds the boundary values the store extracted for one card at one evaluation
+time. Every value is ``int | None``: ``None`` means unknown (no fresh, same-card, non-NULL sample
+near the boundary), never 0, and a signal that needs an unknown value is abandoned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+Layer = Literal["strong", "trend", "weak"]
+LAYERS: tuple[Layer, ...] = ("strong", "trend", "weak")
+
+Value = int | float | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CardFeatures:
+    """Boundary values of one card (slot + the UUID of its t0 sample) at evaluation time ``at``.
+
+    ``corrected[i]`` is the correctable count at ``t0 - i * g`` for i in 0..k (k = consecutive
+    windows); ``corrected_baseline`` at ``t0 - B``. The ``*_before`` values are at ``t0 - g``.
+    ``t0`` is the stored ``sampled_at`` of the card's last sample at or before ``at``.
+    """
+
+    node_id: str
+    gpu_index: int
+    gpu_uuid: str | None
+    source: str
+    at: datetime
+    t0: datetime
+    corrected: tuple[int | None, ...]
+    corrected_baseline: int | None
+    baseline_samples: int
+    uncorrected: int | None = None
+    remap_failure: int | None = None
+    remap_pending: int | None = None
+    remap_pending_before: int | None = None
+    retired_pages: int | None = None
+    retired_pages_before: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SignalHit:
+    """One signal that fired: machine name, layer, evidence with numbers, and the values used."""
+
+    signal: str
+    layer: Layer
+    evidence: str
+    values: tuple[tuple[str, Value], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A card that should get a prediction. ``hits[0]`` is the primary (highest-layer) signal;
+    weak hits only ever appear next to a strong or trend hit."""
+
+    features: CardFeatures
+    hits: tuple[SignalHit, ...]
+
+    @property
+    def primary(self) -> SignalHit:
+        return self.hits[0]
+
+    @property
+    def signal(self) -> str:
+        return self.primary.signal
+
+    @property
+    def layer(self) -> Layer:
+        return self.primary.layer
+
+    @property
+    def evidence(self) -> str:
+        return "; ".join(f"[{h.layer}] {h.signal}: {h.evidence}" for h in self.hits)

@@ -1,0 +1,186 @@
+"""Rule parameters: names, types, valid ranges, cross-checks, and the frozen subset (pure).
+
+Every key of a rule file is described once here (:data:`SPECS`); the loader, the environment
+overrides and the docs all follow this table. Parameters in :data:`FROZEN_KEYS` decide *which*
+predictions are made and with which window, so they are hashed into the rule version. The others
+only steer the worker (``enabled``, ``scan_interval_minutes``) or the statistics gates
+(``stats_min_*``) and can change without creating a new version: predictions made under either
+value are the same predictions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any, Final, Literal
+
+Kind = Literal["bool", "int", "float"]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleParams:
+    """The effective parameters of a rule set (file values plus accepted overrides)."""
+
+    enabled: bool
+    scan_interval_minutes: int
+    window_days: int
+    growth_window_hours: int
+    baseline_days: int
+    ratio: float
+    min_increase: int
+    consecutive_windows: int
+    min_samples: int
+    boundary_max_age_minutes: int
+    stats_min_matured: int
+    stats_min_observed_days: int
+
+    @property
+    def growth_window(self) -> timedelta:
+        return timedelta(hours=self.growth_window_hours)
+
+    @property
+    def baseline(self) -> timedelta:
+        return timedelta(days=self.baseline_days)
+
+    @property
+    def boundary_max_age(self) -> timedelta:
+        return timedelta(minutes=self.boundary_max_age_minutes)
+
+    @property
+    def scan_interval(self) -> timedelta:
+        return timedelta(minutes=self.scan_interval_minutes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def frozen_dict(self) -> dict[str, Any]:
+        """The parameters hashed into the rule version."""
+        values = self.as_dict()
+        return {key: values[key] for key in FROZEN_KEYS}
+
+
+def _range(lo: float, hi: float | None = None) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value < lo or (hi is not None and value > hi):
+            bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+            return f"must be {bound}, got {value!r}"
+        return None
+
+    return check
+
+
+def _one_of(*allowed: int) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value not in allowed:
+            return f"must be one of {', '.join(map(str, allowed))}, got {value!r}"
+        return None
+
+    return check
+
+
+def _positive_finite(value: Any) -> str | None:
+    if not math.isfinite(value) or value <= 0:
+        return f"must be a finite number > 0, got {value!r}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    key: str
+    kind: Kind
+    check: Callable[[Any], str | None]
+    help: str
+
+
+SPECS: Final[tuple[ParamSpec, ...]] = (
+    ParamSpec("enabled", "bool", lambda v: None,
+              "master switch; a missing key means enabled (fail-open)"),
+    ParamSpec("scan_interval_minutes", "int", _range(1, 1440), "minutes between worker ticks"),
+    ParamSpec("window_days", "int", _one_of(7, 30), "hit window N: (t0, t0 + N days]"),
+    ParamSpec("growth_window_hours", "int", _range(1, 168), "growth window g"),
+    ParamSpec("baseline_days", "int", _range(1, 90), "baseline span B"),
+    ParamSpec("ratio", "float", _positive_finite, "last window vs baseline mean per window"),
+    ParamSpec("min_increase", "int", _range(1), "minimum correctable increase in the last window"),
+    ParamSpec("consecutive_windows", "int", _range(2, 24), "k windows strictly increasing"),
+    ParamSpec("min_samples", "int", _range(0), "samples needed in the baseline span"),
+    ParamSpec("boundary_max_age_minutes", "int", _range(1, 1440),
+              "oldest sample usable as a boundary value (and freshness of t0)"),
+    ParamSpec("stats_min_matured", "int", _range(1), "matured predictions before ratios show"),
+    ParamSpec("stats_min_observed_days", "int", _range(1), "observed days before ratios show"),
+)
+SPEC_BY_KEY: Final[dict[str, ParamSpec]] = {spec.key: spec for spec in SPECS}
+KEYS: Final[tuple[str, ...]] = tuple(spec.key for spec in SPECS)
+OPTIONAL_KEYS: Final[frozenset[str]] = frozenset({"enabled"})
+FROZEN_KEYS: Final[tuple[str, ...]] = (
+    "window_days",
+    "growth_window_hours",
+    "baseline_days",
+    "ratio",
+    "min_increase",
+    "consecutive_windows",
+    "min_samples",
+    "boundary_max_age_minutes",
+)
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def coerce(key: str, value: Any) -> tuple[Any, str | None]:
+    """A YAML or environment value -> (typed value, problem). Strings are parsed; bools are
+    never numbers (YAML ``ratio: true`` is a mistake, not 1)."""
+    spec = SPEC_BY_KEY[key]
+    typed: Any
+    if spec.kind == "bool":
+        if isinstance(value, bool):
+            return value, None
+        text = str(value).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE, None
+        return None, f"{key}: must be true or false, got {value!r}"
+    if isinstance(value, bool):
+        return None, f"{key}: must be a number, got {value!r}"
+    try:
+        if spec.kind == "int":
+            typed = value if isinstance(value, int) else int(str(value).strip())
+        else:
+            typed = float(value) if isinstance(value, int | float) else float(str(value).strip())
+    except ValueError:
+        return None, f"{key}: must be {'an integer' if spec.kind == 'int' else 'a number'}, " \
+                     f"got {value!r}"
+    problem = spec.check(typed)
+    return (None, f"{key}: {problem}") if problem else (typed, None)
+
+
+def cross_problems(values: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
+    """Checks across keys: (message, keys involved). The ratio is bounded by B / g (the last
+    window can at most hold the whole baseline increase), so a larger ratio is a rule that can
+    never fire: dead code the reference design warns about."""
+    problems: list[tuple[str, tuple[str, ...]]] = []
+    g = values["growth_window_hours"]
+    b_hours = values["baseline_days"] * 24
+    if b_hours < g:
+        problems.append((
+            f"baseline_days ({values['baseline_days']} d) must cover at least one growth window "
+            f"({g} h)", ("baseline_days", "growth_window_hours"),
+        ))
+    elif values["ratio"] > b_hours / g:
+        problems.append((
+            f"ratio {values['ratio']} can never be reached: the last {g} h window holds at most "
+            f"{b_hours / g:g}x the baseline mean",
+            ("ratio", "baseline_days", "growth_window_hours"),
+        ))
+    return problems
+
+
+def canonical_json(values: Mapping[str, Any]) -> str:
+    """Stable JSON of the frozen parameters (sorted keys, no spaces) for hashing and storage."""
+    return json.dumps(dict(values), sort_keys=True, separators=(",", ":"))
+
+
+def params_hash(params: RuleParams) -> str:
+    return hashlib.sha256(canonical_json(params.frozen_dict()).encode()).hexdigest()

@@ -1,0 +1,158 @@
+"""Loading a rule set: ``rules/<version>.yaml`` plus ``GPU_HEALTH_RULE_<KEY>`` overrides.
+
+The file is the reviewed source of truth, so a bad file fails fast with every problem listed
+(:class:`~gpu_health.errors.ConfigError`). An environment override is an operator's tweak: an
+invalid one is ignored with a warning and the file's value stays (a typo must never turn into
+"rule silently off" or "fires on everything"). Any accepted override that changes a frozen
+parameter yields a distinct effective version ``<version>+p<5 hex of the params hash>``, so
+predictions made under different parameters never share a version.
+
+This module is the only reader of the environment for rules; :func:`parse_ruleset` takes the
+environment as a mapping so tests pass their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from evaluator.rules.params import (
+    FROZEN_KEYS,
+    KEYS,
+    OPTIONAL_KEYS,
+    RuleParams,
+    canonical_json,
+    coerce,
+    cross_problems,
+    params_hash,
+)
+from gpu_health.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX: Final = "GPU_HEALTH_RULE_"
+DEFAULT_RULE_FILE: Final = Path(__file__).resolve().parents[2] / "rules" / "v1-ecc-growth.yaml"
+_VERSION_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """An effective rule set: what the worker runs and what every prediction is stamped with."""
+
+    version: str  # effective version (base, or base+pXXXXX when overrides changed parameters)
+    base_version: str  # the file's ``version:``
+    params: RuleParams
+    params_hash: str  # sha256 of params_json
+    params_json: str  # canonical JSON of the frozen parameters
+    origin: str  # file path (or a label for text parsed in tests)
+    overrides: tuple[tuple[str, Any], ...] = ()  # accepted overrides (key, typed value)
+    warnings: tuple[str, ...] = ()
+
+
+def load_ruleset(path: str | Path = DEFAULT_RULE_FILE,
+                 env: Mapping[str, str] | None = None) -> RuleSet:
+    """Read ``rules/<version>.yaml`` and apply overrides from ``env`` (default: the process
+    environment). The file name must match its ``version:`` (DESIGN.md), so the file an operator
+    looks at is the file that runs."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"rule file {file}: cannot read: {exc}") from exc
+    ruleset = parse_ruleset(text, env=os.environ if env is None else env, origin=str(file))
+    if file.suffix not in (".yaml", ".yml") or file.stem != ruleset.base_version:
+        raise ConfigError(f"rule file {file}: must be named {ruleset.base_version}.yaml after "
+                          f"its version ({ruleset.base_version!r})")
+    return ruleset
+
+
+def parse_ruleset(text: str, *, env: Mapping[str, str], origin: str = "<text>") -> RuleSet:
+    """Pure: rule-file text and an environment mapping -> RuleSet. Raises ConfigError."""
+    file_values, version = _parse_file(text, origin)
+    values = dict(file_values)
+    accepted, warnings = _apply_env(values, env)
+    for message, keys in cross_problems(values):
+        reverted = [k for k in keys if k in accepted]
+        warnings.append(f"{message}; ignoring override(s) of {', '.join(reverted)}")
+        for key in reverted:
+            values[key] = file_values[key]
+            del accepted[key]
+    for warning in warnings:
+        log.warning("rule set %s (%s): %s", version, origin, warning)
+    params = RuleParams(**values)
+    changed = any(values[k] != file_values[k] for k in FROZEN_KEYS)
+    digest = params_hash(params)
+    effective = f"{version}+p{digest[:5]}" if changed else version
+    return RuleSet(
+        version=effective,
+        base_version=version,
+        params=params,
+        params_hash=digest,
+        params_json=canonical_json(params.frozen_dict()),
+        origin=origin,
+        overrides=tuple(sorted(accepted.items())),
+        warnings=tuple(warnings),
+    )
+
+
+def _parse_file(text: str, origin: str) -> tuple[dict[str, Any], str]:
+    """Validate the whole file and collect every problem before failing."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"rule file {origin}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"rule file {origin}: must be a mapping of keys to values")
+    problems: list[str] = []
+    version = raw.get("version")
+    if not isinstance(version, str) or not _VERSION_RE.match(version):
+        problems.append(
+            f"version: must be a name of letters, digits, '.', '_' or '-' (no '+', which marks "
+            f"overridden versions), got {version!r}"
+        )
+    unknown = sorted(str(k) for k in raw if k != "version" and k not in KEYS)
+    problems += [f"{key}: unknown key" for key in unknown]
+    values: dict[str, Any] = {"enabled": True}  # fail-open: a missing switch means on
+    for key in KEYS:
+        if key not in raw:
+            if key not in OPTIONAL_KEYS:
+                problems.append(f"{key}: missing")
+            continue
+        typed, problem = coerce(key, raw[key])
+        if problem:
+            problems.append(problem)
+        else:
+            values[key] = typed
+    if not problems:
+        problems += [message for message, _ in cross_problems(values)]
+    if problems:
+        raise ConfigError([f"rule file {origin}: {p}" for p in problems])
+    return values, str(version)
+
+
+def _apply_env(values: dict[str, Any], env: Mapping[str, str]) -> tuple[dict[str, Any],
+                                                                         list[str]]:
+    """Apply valid overrides in place; return the accepted ones and the warnings."""
+    accepted: dict[str, Any] = {}
+    warnings: list[str] = []
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX):].lower()
+        if key not in KEYS:
+            warnings.append(f"{name}: not a rule parameter (known: {', '.join(KEYS)}); ignored")
+            continue
+        typed, problem = coerce(key, env[name])
+        if problem:
+            warnings.append(f"{name}={env[name]!r} ignored, keeping {values[key]!r}: {problem}")
+            continue
+        values[key] = typed
+        accepted[key] = typed
+    return accepted, warnings

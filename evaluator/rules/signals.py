@@ -1,0 +1,158 @@
+"""The signal table of the reference design, as pure functions (features + params -> hits).
+
+| layer  | signal                  | fires when                                                 |
+|--------|-------------------------|------------------------------------------------------------|
+| strong | ecc_uncorrected_present | uncorrectable count at t0 > 0                              |
+| strong | remap_failure_present   | row-remap failure at t0 > 0 (spare rows exhausted)         |
+| trend  | ecc_corrected_growth    | magnitude gate AND shape gate (see :func:`assess_growth`)  |
+| trend  | remap_pending_growth    | pending remaps grew over the last growth window and > 0    |
+| trend  | retired_pages_growth    | retired pages grew over the last growth window and > 0     |
+| weak   | (reserved)              | never alone: :func:`decide` drops decisions of weak hits   |
+
+Any unknown value a signal needs abandons that signal: "no history" is never "grew from 0".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from evaluator.rules.model import CardFeatures, Decision, Layer, SignalHit
+from evaluator.rules.params import RuleParams
+
+Check = Callable[[CardFeatures, RuleParams], SignalHit | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    name: str
+    layer: Layer
+    check: Check
+
+
+@dataclass(frozen=True, slots=True)
+class GrowthAssessment:
+    """The correctable-growth computation, gate by gate, for evidence and for tests that pin the
+    reference's worked reasoning. ``abandoned`` is set (and the gates are False) when a boundary
+    value is unknown, the baseline has too few samples, or the counter went down (reset)."""
+
+    abandoned: str | None
+    deltas: tuple[int, ...] = ()  # d_0 (newest window) .. d_{k-1}
+    baseline_increase: int | None = None  # C(t0) - C(t0 - B)
+    baseline_mean: float | None = None  # per growth window
+    ratio: float | None = None  # d_0 / baseline_mean; bounded by B / g
+    magnitude_ok: bool = False
+    ratio_ok: bool = False
+    shape_ok: bool = False
+
+    @property
+    def fires(self) -> bool:
+        return self.abandoned is None and self.magnitude_ok and self.ratio_ok and self.shape_ok
+
+
+def assess_growth(f: CardFeatures, p: RuleParams) -> GrowthAssessment:
+    """d_i = C(t0 - i*g) - C(t0 - (i+1)*g). Fires when d_0 >= min_increase, d_0 >= ratio x the
+    baseline mean per window, and d_{k-1} < ... < d_1 < d_0 (strictly: a constant rate is not
+    acceleration). The ratio gate is compared exactly (Fraction), so 1.2 means 6/5, not
+    1.19999..."""
+    k = p.consecutive_windows
+    values = f.corrected
+    if len(values) != k + 1:
+        return GrowthAssessment(f"features carry {len(values) - 1} windows, rule needs {k}")
+    if f.corrected_baseline is None or any(v is None for v in values):
+        return GrowthAssessment("a correctable-ECC boundary value is unknown")
+    if f.baseline_samples < p.min_samples:
+        return GrowthAssessment(
+            f"{f.baseline_samples} samples in the baseline span, need {p.min_samples}"
+        )
+    known = [int(v) for v in values if v is not None]
+    deltas = tuple(known[i] - known[i + 1] for i in range(k))
+    increase = known[0] - f.corrected_baseline
+    if increase < 0 or any(d < 0 for d in deltas):
+        return GrowthAssessment("correctable count went down (counter reset)", deltas, increase)
+    g_hours, b_hours = p.growth_window_hours, p.baseline_days * 24
+    mean = Fraction(increase * g_hours, b_hours)
+    return GrowthAssessment(
+        abandoned=None,
+        deltas=deltas,
+        baseline_increase=increase,
+        baseline_mean=float(mean),
+        ratio=None if mean == 0 else float(deltas[0] / mean),
+        magnitude_ok=deltas[0] >= p.min_increase,
+        ratio_ok=deltas[0] >= Fraction(str(p.ratio)) * mean,
+        shape_ok=all(deltas[i] > deltas[i + 1] for i in range(k - 1)),
+    )
+
+
+def _growth(f: CardFeatures, p: RuleParams) -> SignalHit | None:
+    a = assess_growth(f, p)
+    if not a.fires or a.baseline_mean is None or a.ratio is None:
+        return None
+    g, d0 = p.growth_window_hours, a.deltas[0]
+    shape = " < ".join(str(d) for d in reversed(a.deltas))
+    return SignalHit(
+        "ecc_corrected_growth",
+        "trend",
+        f"correctable ECC +{d0} in the last {g}h (>= {p.min_increase}), {a.ratio:.2f}x the "
+        f"{p.baseline_days}d mean of {a.baseline_mean:.1f} per {g}h (>= {p.ratio:g}x); "
+        f"last {p.consecutive_windows} windows strictly increasing: {shape}",
+        (("corrected", ",".join(str(v) for v in f.corrected)),
+         ("corrected_baseline", f.corrected_baseline),
+         ("ratio", round(a.ratio, 4))),
+    )
+
+
+def _present(name: str, attr: str, what: str) -> Check:
+    def check(f: CardFeatures, p: RuleParams) -> SignalHit | None:
+        value = getattr(f, attr)
+        if value is None or value <= 0:
+            return None
+        return SignalHit(name, "strong", f"{what} is {value} (> 0) at t0", ((attr, value),))
+
+    return check
+
+
+def _grew(name: str, attr: str, what: str) -> Check:
+    def check(f: CardFeatures, p: RuleParams) -> SignalHit | None:
+        now, before = getattr(f, attr), getattr(f, attr + "_before")
+        if now is None or before is None or now <= before or now <= 0:
+            return None
+        return SignalHit(
+            name, "trend", f"{what} {before} -> {now} over the last {p.growth_window_hours}h",
+            ((attr + "_before", before), (attr, now)),
+        )
+
+    return check
+
+
+# Order is priority: the first hit becomes the prediction's signal and layer.
+SIGNALS: tuple[Signal, ...] = (
+    Signal("ecc_uncorrected_present", "strong",
+           _present("ecc_uncorrected_present", "uncorrected", "uncorrectable ECC count")),
+    Signal("remap_failure_present", "strong",
+           _present("remap_failure_present", "remap_failure", "row-remap failure")),
+    Signal("ecc_corrected_growth", "trend", _growth),
+    Signal("remap_pending_growth", "trend",
+           _grew("remap_pending_growth", "remap_pending", "pending row remaps")),
+    Signal("retired_pages_growth", "trend",
+           _grew("retired_pages_growth", "retired_pages", "retired pages")),
+)
+
+_RANK: dict[Layer, int] = {"strong": 0, "trend": 1, "weak": 2}
+
+
+def decide(f: CardFeatures, p: RuleParams,
+           signals: tuple[Signal, ...] = SIGNALS) -> Decision | None:
+    """All hits of one card, strongest first; None unless a strong or trend signal fired (the
+    weak layer is a hard gate: weak observations can support a prediction, never make one)."""
+    # The table, not the check, owns name and layer: a check cannot promote itself.
+    layered = [
+        replace(hit, signal=s.name, layer=s.layer)
+        for s in signals
+        if (hit := s.check(f, p)) is not None
+    ]
+    layered.sort(key=lambda h: _RANK[h.layer])  # stable: table order within a layer
+    if not layered or layered[0].layer == "weak":
+        return None
+    return Decision(f, tuple(layered))

@@ -1,0 +1,118 @@
+"""What the samples show inside every pending prediction's window: one set-based query.
+
+For all pending predictions at once (never one query per card): the slot's rows in
+``(t0, min(window_end, now)]`` (the window is compared on the stored columns, so there is no
+precision drift), counted by UUID, and the first uncorrectable-ECC increase point of the
+predicted card. The increase scan is a ``lag()`` over the series "value at t0 (stored with the
+prediction), then every known in-window value"; it runs only for predictions whose in-window
+values moved at all (max > min, or max > value at t0), a cheap aggregate that leaves almost every
+window out of the window-function pass.
+
+The classification into hit / miss / voided is pure (:mod:`evaluator.rules.outcome`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from evaluator.rules.outcome import WindowObservation
+from evaluator.store.db import Database
+from gpu_health.clock import from_naive_utc, to_naive_utc
+
+_OBSERVE = """
+WITH pend AS (
+    SELECT id, node_id, gpu_index, gpu_uuid, source, t0, uncorrected_at_t0 AS unc0,
+           least(window_end, $now) AS upto, window_end <= $now AS matured
+    FROM gpu_health_predictions
+    WHERE status = 'pending' AND t0 < $now
+),
+inwin AS (
+    SELECT p.id, s.sampled_at, s.gpu_uuid, s.ecc_uncorrected_total AS unc,
+           s.gpu_uuid IS NOT DISTINCT FROM p.gpu_uuid AS same
+    FROM pend p
+    JOIN gpu_health_samples s
+      ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.source = p.source
+     AND s.sampled_at > p.t0 AND s.sampled_at <= p.upto
+    WHERE s.sampled_at > $lo AND s.sampled_at <= $now
+),
+agg AS (
+    SELECT id, count(*) AS n,
+           count(*) FILTER (WHERE NOT same) AS n_other,
+           arg_min_null(gpu_uuid, sampled_at) FILTER (WHERE NOT same) AS other_uuid,
+           min(sampled_at) FILTER (WHERE NOT same) AS other_at,
+           count(unc) FILTER (WHERE same) AS n_known,
+           min(unc) FILTER (WHERE same) AS mn,
+           max(unc) FILTER (WHERE same) AS mx,
+           max(sampled_at) AS last_at
+    FROM inwin GROUP BY id
+),
+moved AS (
+    SELECT a.id, p.t0, p.unc0 FROM agg a JOIN pend p USING (id)
+    WHERE a.mx > a.mn OR a.mx > p.unc0
+),
+series AS (
+    SELECT id, t0 AS sampled_at, unc0 AS unc FROM moved WHERE unc0 IS NOT NULL
+    UNION ALL
+    SELECT i.id, i.sampled_at, i.unc FROM inwin i SEMI JOIN moved m ON m.id = i.id
+    WHERE i.same AND i.unc IS NOT NULL
+),
+events AS (
+    SELECT id, min(sampled_at) AS at, arg_min(prev, sampled_at) AS before,
+           arg_min(unc, sampled_at) AS after
+    FROM (SELECT id, sampled_at, unc,
+                 lag(unc) OVER (PARTITION BY id ORDER BY sampled_at) AS prev
+          FROM series)
+    WHERE unc > prev
+    GROUP BY id
+)
+SELECT p.id, p.gpu_uuid, p.matured, coalesce(a.n, 0), coalesce(a.n_other, 0), a.other_uuid,
+       a.other_at, coalesce(a.n_known, 0), p.unc0, a.mx, a.last_at, e.at, e.before, e.after
+FROM pend p
+LEFT JOIN agg a USING (id)
+LEFT JOIN events e USING (id)
+WHERE p.matured OR e.at IS NOT NULL
+ORDER BY p.id
+"""
+
+
+def _time(value: Any) -> datetime | None:
+    return None if value is None else from_naive_utc(value)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def observe_pending(db: Database, now: datetime) -> list[WindowObservation]:
+    """Observations of the pending predictions that can be decided now (a fault was seen, or
+    the window is over). Rows after ``now`` (future-dated) are never looked at."""
+    naive = to_naive_utc(now)
+    # The oldest open window bounds the sample scan (row groups before it are skipped), and with
+    # nothing pending the big query is not run at all.
+    lo = db.fetchone("SELECT min(t0) FROM gpu_health_predictions "
+                     "WHERE status = 'pending' AND t0 < ?", [naive])[0]
+    if lo is None:
+        return []
+    rows = db.fetchall(_OBSERVE, {"now": naive, "lo": lo})
+    return [_row(r) for r in rows]
+
+
+def _row(r: Sequence[Any]) -> WindowObservation:
+    return WindowObservation(
+        prediction_id=str(r[0]),
+        gpu_uuid=None if r[1] is None else str(r[1]),
+        matured=bool(r[2]),
+        samples=int(r[3]),
+        other_uuid_samples=int(r[4]),
+        other_uuid=None if r[5] is None else str(r[5]),
+        other_uuid_at=_time(r[6]),
+        known_uncorrected=int(r[7]),
+        uncorrected_at_t0=_int(r[8]),
+        max_uncorrected=_int(r[9]),
+        last_sample_at=_time(r[10]),
+        fault_at=_time(r[11]),
+        fault_before=_int(r[12]),
+        fault_after=_int(r[13]),
+    )

@@ -1,0 +1,121 @@
+"""Feature extraction for the rule engine: boundary values of ALL cards in one statement.
+
+For each evaluation time ``at`` and each card (node, index) of one source:
+
+- ``t0`` is the stored ``sampled_at`` of the card's last sample with ``sampled_at <= at`` (the
+  explicit upper bound: a future-dated row never pushes t0 forward). Cards whose last sample is
+  older than ``boundary_max_age`` are not evaluated: their collection has stalled, and a
+  prediction whose window started in the past could only be voided;
+- the card's UUID is the one of its t0 sample;
+- a boundary value at time ``b`` is, per counter, the last non-NULL value of a sample with the same
+  UUID in ``[b - boundary_max_age, b]``, else unknown (None). Boundaries are ``t0 - i*g`` for
+  i in 0..k and ``t0 - B``. A card with no known counter at t0 is not evaluated (it is not
+  currently monitorable: no signal could use it);
+- ``baseline_samples`` counts same-UUID samples with a known correctable count in
+  ``(t0 - B, t0]``.
+
+How it scales (a tick covers thousands of cards; a backtest replays thousands of ticks through
+this same function, ``chunk`` evaluation times per statement):
+
+- every row that can be a boundary value lies in ``[min(at) - off - 2*max_age - 1h,
+  max(at) - off]`` for one of the few offsets ``off``; only those slices are scanned (merged so
+  no row is read twice; DuckDB skips row groups by their ``sampled_at`` range), so the cost follows
+  the number of cards, not the retention period;
+- boundary values come from one equi-join on (card, UUID, time bucket of width max_age): a row
+  only meets the boundaries within two buckets of it, never every evaluation time;
+- the baseline count takes cumulative per-hour counts for the whole hours of the span (ASOF
+  lookups) and counts the rows of the two partial hours exactly, so it too never pairs rows with
+  evaluation times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from evaluator.rules.model import CardFeatures
+from evaluator.rules.params import RuleParams
+from evaluator.store.db import Database
+from evaluator.store.features_sql import build_sql, offsets
+from gpu_health.clock import from_naive_utc, to_naive_utc
+
+
+def card_features(
+    db: Database,
+    at: Sequence[datetime],
+    source: str,
+    params: RuleParams,
+    *,
+    chunk: int = 48,
+) -> list[CardFeatures]:
+    """Features of every evaluable card of ``source`` at each time in ``at`` (aware UTC),
+    ordered by (at, node_id, gpu_index). ``chunk`` evaluation times go into one statement."""
+    times = sorted({to_naive_utc(t) for t in at})
+    size = max(1, chunk)
+    result: list[CardFeatures] = []
+    for start in range(0, len(times), size):
+        part = times[start:start + size]
+        slices = _slices(part[0], part[-1], params)
+        rows = db.fetchall(build_sql(params, len(slices)), _params(part, slices, source, params))
+        result += [_row_to_features(row, source, params) for row in rows]
+    return result
+
+
+def _slices(lo: datetime, hi: datetime, params: RuleParams) -> list[tuple[datetime, datetime]]:
+    """Disjoint time ranges holding every row a boundary value or partial hour can come from."""
+    margin = 2 * params.boundary_max_age + timedelta(hours=1)
+    ranges = sorted((lo - timedelta(seconds=off) - margin, hi - timedelta(seconds=off))
+                    for off in set(offsets(params)))
+    merged: list[tuple[datetime, datetime]] = []
+    for start, end in ranges:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _params(times: list[datetime], slices: list[tuple[datetime, datetime]], source: str,
+            params: RuleParams) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "ats": times,
+        "lo": times[0],
+        "hi": times[-1],
+        "source": source,
+        "max_age": params.boundary_max_age_minutes * 60,
+        "bucket_us": params.boundary_max_age_minutes * 60_000_000,
+        "baseline": params.baseline_days * 86400,
+        "offs": offsets(params),
+        "js": list(range(len(offsets(params)))),
+    }
+    for i, (start, end) in enumerate(slices):
+        values[f"s{i}"], values[f"e{i}"] = start, end
+    return values
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _row_to_features(row: Sequence[Any], source: str, params: RuleParams) -> CardFeatures:
+    at, node_id, gpu_index, gpu_uuid, t0, n_corr, *rest = row
+    n_offsets = params.consecutive_windows + 2
+    corr, (unc0, fail0, pend0, pend1, ret0, ret1) = rest[:n_offsets], rest[n_offsets:]
+    return CardFeatures(
+        node_id=str(node_id),
+        gpu_index=int(gpu_index),
+        gpu_uuid=None if gpu_uuid is None else str(gpu_uuid),
+        source=source,
+        at=from_naive_utc(at),
+        t0=from_naive_utc(t0),
+        corrected=tuple(_int(v) for v in corr[:-1]),
+        corrected_baseline=_int(corr[-1]),
+        baseline_samples=int(n_corr),
+        uncorrected=_int(unc0),
+        remap_failure=_int(fail0),
+        remap_pending=_int(pend0),
+        remap_pending_before=_int(pend1),
+        retired_pages=_int(ret0),
+        retired_pages_before=_int(ret1),
+    )

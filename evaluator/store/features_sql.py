@@ -1,0 +1,149 @@
+"""The feature-extraction statement (see :mod:`evaluator.store.features` for the semantics).
+
+Built per parameter set and number of scan slices; every value is a bound parameter. A NULL UUID
+is keyed as '' for the join equalities (Prometheus itself treats an empty label value as an
+absent label, so no card reports '' as its UUID).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from evaluator.rules.params import RuleParams
+
+# alias -> counter column
+_NEEDED: Final[dict[str, str]] = {
+    "corr": "ecc_corrected_total",
+    "unc": "ecc_uncorrected_total",
+    "fail": "remapped_rows_failure",
+    "pend": "remapped_rows_pending",
+    "ret": "retired_pages",
+}
+_COLUMNS: Final = ", ".join(_NEEDED.values())
+
+
+def offsets(params: RuleParams) -> list[int]:
+    """Boundary offsets in seconds: j = 0..k are the growth windows, j = k + 1 the baseline."""
+    g = params.growth_window_hours * 3600
+    return [j * g for j in range(params.consecutive_windows + 1)] + [params.baseline_days * 86400]
+
+
+_SLICE: Final = """    SELECT node_id, gpu_index, coalesce(gpu_uuid, '') AS ukey, sampled_at,
+           epoch_us(sampled_at) // $bucket_us AS bucket, {columns}
+    FROM gpu_health_samples
+    WHERE source = $source AND sampled_at >= $s{i} AND sampled_at <= $e{i}"""
+
+_TEMPLATE: Final = """
+WITH ats AS (SELECT DISTINCT unnest($ats::TIMESTAMP[]) AS ev),
+recent AS (
+    SELECT node_id, gpu_index, gpu_uuid, sampled_at FROM gpu_health_samples
+    WHERE source = $source AND sampled_at >= $lo - to_seconds($max_age) AND sampled_at <= $hi
+),
+heads AS (
+    SELECT ca.ev, ca.node_id, ca.gpu_index, r.sampled_at AS t0, r.gpu_uuid,
+           coalesce(r.gpu_uuid, '') AS ukey
+    FROM (SELECT a.ev, c.node_id, c.gpu_index
+          FROM ats a CROSS JOIN (SELECT DISTINCT node_id, gpu_index FROM recent) c) ca
+    ASOF JOIN recent r
+      ON r.node_id = ca.node_id AND r.gpu_index = ca.gpu_index AND ca.ev >= r.sampled_at
+    WHERE r.sampled_at >= ca.ev - to_seconds($max_age)
+),
+near AS MATERIALIZED (
+{slices}
+),
+points AS (
+    SELECT h.ev, h.node_id, h.gpu_index, h.ukey, o.j, h.t0 - to_seconds(o.off) AS b
+    FROM heads h
+    CROSS JOIN (SELECT unnest($offs::BIGINT[]) AS off, unnest($js::INTEGER[]) AS j) o
+),
+vals AS (
+    -- [b - max_age, b] spans at most two buckets of width max_age: join on each (an equi-join,
+    -- so a row only meets the few boundaries next to it), then keep rows inside the range.
+    SELECT p.ev, p.node_id, p.gpu_index, p.j,
+           {values}
+    FROM (SELECT *, epoch_us(b) // $bucket_us - d AS bucket
+          FROM points CROSS JOIN (VALUES (0), (1)) AS shift(d)) p
+    JOIN near s
+      ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.ukey = p.ukey
+     AND s.bucket = p.bucket
+     AND s.sampled_at <= p.b AND s.sampled_at >= p.b - to_seconds($max_age)
+    GROUP BY p.ev, p.node_id, p.gpu_index, p.j
+),
+pivoted AS (
+    SELECT ev, node_id, gpu_index,
+           {pivots}
+    FROM vals GROUP BY ev, node_id, gpu_index
+),
+hours AS (
+    SELECT node_id, gpu_index, coalesce(gpu_uuid, '') AS ukey,
+           date_trunc('hour', sampled_at) AS h, count(*) AS n
+    FROM gpu_health_samples
+    WHERE source = $source AND ecc_corrected_total IS NOT NULL
+      AND sampled_at >= $lo - to_seconds($max_age + $baseline + 3600) AND sampled_at <= $hi
+    GROUP BY node_id, gpu_index, coalesce(gpu_uuid, ''), date_trunc('hour', sampled_at)
+),
+cum AS (
+    SELECT node_id, gpu_index, ukey, h,
+           sum(n) OVER (PARTITION BY node_id, gpu_index, ukey ORDER BY h) AS c
+    FROM hours
+),
+whole AS (
+    -- rows in the hours [trunc(t0 - B), trunc(t0)): cumulative count before trunc(t0) minus
+    -- cumulative count before trunc(t0 - B); every such row lies before t0
+    SELECT h.ev, h.node_id, h.gpu_index, coalesce(z.c, 0) - coalesce(a.c, 0) AS n
+    FROM heads h
+    ASOF LEFT JOIN cum z
+      ON z.node_id = h.node_id AND z.gpu_index = h.gpu_index AND z.ukey = h.ukey
+     AND date_trunc('hour', h.t0) > z.h
+    ASOF LEFT JOIN cum a
+      ON a.node_id = h.node_id AND a.gpu_index = h.gpu_index AND a.ukey = h.ukey
+     AND date_trunc('hour', h.t0 - to_seconds($baseline)) > a.h
+),
+partial AS (
+    -- rows in [trunc(x), x] for x = t0 (added) and x = t0 - B (already in whole, subtracted)
+    SELECT p.ev, p.node_id, p.gpu_index, p.j, count(*) AS n
+    FROM (SELECT *, date_trunc('hour', b) AS hb FROM points WHERE j IN (0, {base_j})) p
+    JOIN (SELECT *, date_trunc('hour', sampled_at) AS hs FROM near
+          WHERE ecc_corrected_total IS NOT NULL) s
+      ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.ukey = p.ukey
+     AND s.hs = p.hb AND s.sampled_at <= p.b
+    GROUP BY p.ev, p.node_id, p.gpu_index, p.j
+)
+SELECT h.ev, h.node_id, h.gpu_index, h.gpu_uuid, h.t0,
+       coalesce(w.n, 0) + coalesce(pz.n, 0) - coalesce(pa.n, 0) AS n_corr,
+       {columns}
+FROM heads h
+JOIN pivoted v ON v.ev = h.ev AND v.node_id = h.node_id AND v.gpu_index = h.gpu_index
+LEFT JOIN whole w ON w.ev = h.ev AND w.node_id = h.node_id AND w.gpu_index = h.gpu_index
+LEFT JOIN partial pz ON pz.ev = h.ev AND pz.node_id = h.node_id AND pz.gpu_index = h.gpu_index
+     AND pz.j = 0
+LEFT JOIN partial pa ON pa.ev = h.ev AND pa.node_id = h.node_id AND pa.gpu_index = h.gpu_index
+     AND pa.j = {base_j}
+WHERE {known_at_t0}
+ORDER BY h.ev, h.node_id, h.gpu_index
+"""
+
+
+def _pivot_columns(params: RuleParams) -> list[str]:
+    """Output columns after n_corr: corr_0..corr_{k+1} (k+1 = baseline), then the others."""
+    n = len(offsets(params))
+    return [f"corr_{j}" for j in range(n)] + ["unc_0", "fail_0", "pend_0", "pend_1", "ret_0",
+                                              "ret_1"]
+
+
+def build_sql(params: RuleParams, n_slices: int) -> str:
+    """The statement for this parameter set with ``n_slices`` scan slices ($s0/$e0, ...)."""
+    columns = _pivot_columns(params)
+    return _TEMPLATE.format(
+        slices="\n    UNION ALL\n".join(
+            _SLICE.format(i=i, columns=_COLUMNS) for i in range(n_slices)),
+        values=",\n           ".join(
+            f"arg_max(s.{column}, s.sampled_at) AS {alias}" for alias, column in _NEEDED.items()),
+        pivots=",\n           ".join(
+            f"max({c.split('_')[0]}) FILTER (WHERE j = {c.split('_')[1]}) AS {c}"
+            for c in columns),
+        base_j=len(offsets(params)) - 1,
+        columns=", ".join(f"v.{c}" for c in columns),
+        known_at_t0=" OR ".join(f"v.{c} IS NOT NULL" for c in ("corr_0", "unc_0", "fail_0",
+                                                                "pend_0", "ret_0")),
+    )

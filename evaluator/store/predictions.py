@@ -1,0 +1,209 @@
+"""Queries on ``gpu_health_predictions`` and ``gpu_health_rule_versions``.
+
+Multi-instance safety (reference "多实例与租户隔离") rests on two store properties, not on luck:
+- a prediction's id is derived from (node, index, uuid, source, rule version, window, t0 as
+  stored), so two instances scanning the same samples compute the same id and the primary key
+  keeps one row (``ON CONFLICT DO NOTHING``);
+- every outcome is written with ``UPDATE ... WHERE status = 'pending'`` (compare-and-set), so only
+  one instance's decision lands.
+DuckDB uses optimistic concurrency: when two cursors write the same row at the same moment, the
+second statement fails with a TransactionException ("Conflict on update", or a primary-key
+violation at commit) instead of waiting. The statements here are idempotent, so they are simply
+re-run: the retry sees the winner's row and does nothing to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from evaluator.rules.model import Decision
+from evaluator.rules.outcome import Outcome
+from evaluator.store.db import Database
+from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRuleVersion:
+    version: str
+    base_version: str
+    params_hash: str
+    params_json: str
+    first_used_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NewPrediction:
+    """A prediction row this call inserted (what alerting pushes)."""
+
+    id: str
+    node_id: str
+    gpu_index: int
+    gpu_uuid: str | None
+    source: str
+    rule_version: str
+    window_days: int
+    t0: datetime
+    window_end: datetime
+    predicted_at: datetime
+    signal: str
+    layer: str
+    evidence: str
+    uncorrected_at_t0: int | None
+
+
+def run_idempotent(db: Database, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Any]:
+    """fetchall, re-run on a write-write conflict with a concurrent instance (see module doc)."""
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            return db.fetchall(sql, params)
+        except StoreError as exc:
+            conflict = isinstance(exc.__cause__,
+                                  duckdb.TransactionException | duckdb.ConstraintException)
+            if not conflict or attempt == _ATTEMPTS:
+                raise
+            log.info("write conflict with a concurrent writer (attempt %d), re-running: %s",
+                     attempt, exc)
+    raise AssertionError("unreachable")
+
+
+def prediction_id(node_id: str, gpu_index: int, gpu_uuid: str | None, source: str,
+                  rule_version: str, window_days: int, t0: datetime) -> str:
+    """Deterministic id; t0 is formatted as stored (naive UTC, microseconds)."""
+    stored = to_naive_utc(t0).isoformat(sep=" ", timespec="microseconds")
+    key = "|".join((node_id, str(gpu_index), gpu_uuid or "", source, rule_version,
+                    str(window_days), stored))
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def register_rule_version(db: Database, *, version: str, base_version: str, params_hash: str,
+                          params_json: str, now: datetime) -> StoredRuleVersion:
+    """Record a version on first use (first writer wins); return what the store holds."""
+    run_idempotent(
+        db,
+        "INSERT INTO gpu_health_rule_versions VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [version, base_version, params_hash, params_json, to_naive_utc(now)],
+    )
+    row = db.fetchone(
+        "SELECT version, base_version, params_hash, params_json, first_used_at "
+        "FROM gpu_health_rule_versions WHERE version = ?", [version],
+    )
+    return StoredRuleVersion(str(row[0]), str(row[1]), str(row[2]), str(row[3]),
+                             from_naive_utc(row[4]))
+
+
+def reregister_unused_rule_version(db: Database, *, version: str, params_hash: str,
+                                   params_json: str, now: datetime) -> bool:
+    """Replace a version's recorded parameters, but only while no prediction carries the version
+    (check and update in one statement, on one snapshot)."""
+    rows = run_idempotent(
+        db,
+        """UPDATE gpu_health_rule_versions
+        SET params_hash = $hash, params_json = $json, first_used_at = $now
+        WHERE version = $version AND NOT EXISTS (
+            SELECT 1 FROM gpu_health_predictions WHERE rule_version = $version)
+        RETURNING version""",
+        {"version": version, "hash": params_hash, "json": params_json, "now": to_naive_utc(now)},
+    )
+    return bool(rows)
+
+
+_INSERT = """
+INSERT INTO gpu_health_predictions
+    (id, node_id, gpu_index, gpu_uuid, source, rule_version, window_days, t0, window_end,
+     predicted_at, signal, layer, evidence, uncorrected_at_t0, status)
+SELECT n.id, n.node_id, n.gpu_index, n.gpu_uuid, n.source, $version, $window_days, n.t0,
+       n.t0 + to_days($window_days), $now, n.signal, n.layer, n.evidence, n.unc0, 'pending'
+FROM (
+    SELECT unnest($ids::VARCHAR[]) AS id, unnest($nodes::VARCHAR[]) AS node_id,
+           unnest($indexes::INTEGER[]) AS gpu_index, unnest($uuids::VARCHAR[]) AS gpu_uuid,
+           unnest($sources::VARCHAR[]) AS source, unnest($t0s::TIMESTAMP[]) AS t0,
+           unnest($signals::VARCHAR[]) AS signal, unnest($layers::VARCHAR[]) AS layer,
+           unnest($evidence::VARCHAR[]) AS evidence, unnest($unc0::BIGINT[]) AS unc0
+) n
+WHERE NOT EXISTS (
+    -- one open window per card: without this a degrading card gets a new t0 (and id) every
+    -- tick and floods the precision denominator
+    SELECT 1 FROM gpu_health_predictions p
+    WHERE p.node_id = n.node_id AND p.gpu_index = n.gpu_index AND p.source = n.source
+      AND p.rule_version = $version AND p.window_end > n.t0
+)
+ON CONFLICT DO NOTHING
+RETURNING id, node_id, gpu_index, gpu_uuid, source, rule_version, window_days, t0, window_end,
+          predicted_at, signal, layer, evidence, uncorrected_at_t0
+"""
+
+
+def insert_predictions(db: Database, decisions: Sequence[Decision], *, rule_version: str,
+                       window_days: int, now: datetime) -> list[NewPrediction]:
+    """Insert one pending prediction per decision (at most one decision per card per call),
+    skipping cards with an unexpired window; return the rows actually inserted."""
+    if not decisions:
+        return []
+    f = [d.features for d in decisions]
+    params = {
+        "version": rule_version,
+        "window_days": window_days,
+        "now": to_naive_utc(now),
+        "ids": [prediction_id(x.node_id, x.gpu_index, x.gpu_uuid, x.source, rule_version,
+                              window_days, x.t0) for x in f],
+        "nodes": [x.node_id for x in f],
+        "indexes": [x.gpu_index for x in f],
+        "uuids": [x.gpu_uuid for x in f],
+        "sources": [x.source for x in f],
+        "t0s": [to_naive_utc(x.t0) for x in f],
+        "signals": [d.signal for d in decisions],
+        "layers": [d.layer for d in decisions],
+        "evidence": [d.evidence for d in decisions],
+        "unc0": [x.uncorrected for x in f],
+    }
+    rows = run_idempotent(db, _INSERT, params)
+    return sorted((_new_prediction(r) for r in rows), key=lambda p: (p.node_id, p.gpu_index))
+
+
+def _new_prediction(row: Sequence[Any]) -> NewPrediction:
+    (pid, node_id, gpu_index, gpu_uuid, source, version, window_days, t0, window_end,
+     predicted_at, signal, layer, evidence, unc0) = row
+    return NewPrediction(
+        str(pid), str(node_id), int(gpu_index), None if gpu_uuid is None else str(gpu_uuid),
+        str(source), str(version), int(window_days), from_naive_utc(t0),
+        from_naive_utc(window_end), from_naive_utc(predicted_at), str(signal), str(layer),
+        str(evidence), None if unc0 is None else int(unc0),
+    )
+
+
+_RESOLVE = """
+UPDATE gpu_health_predictions AS p
+SET status = $status, resolved_at = $now, outcome = x.outcome
+FROM (SELECT unnest($ids::VARCHAR[]) AS id, unnest($outcomes::VARCHAR[]) AS outcome) x
+WHERE p.id = x.id AND p.status = 'pending'
+RETURNING p.id
+"""
+
+
+def resolve(db: Database, outcomes: Sequence[Outcome], now: datetime) -> dict[str, int]:
+    """One compare-and-set UPDATE per outcome kind; returns how many rows THIS call changed."""
+    changed: dict[str, int] = {"hit": 0, "miss": 0, "voided": 0}
+    for status in changed:
+        chosen = [o for o in outcomes if o.status == status]
+        if not chosen:
+            continue
+        rows = run_idempotent(db, _RESOLVE, {
+            "status": status,
+            "now": to_naive_utc(now),
+            "ids": [o.prediction_id for o in chosen],
+            "outcomes": [o.explanation for o in chosen],
+        })
+        changed[status] = len(rows)
+    return changed
