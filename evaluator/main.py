@@ -1,7 +1,8 @@
 """``gpu-health-evaluator`` entry point: a table of subcommands.
 
-``run`` (the default when only options are given) scrapes, stores and serves; ``simulate``
-writes or purges simulated samples. Adding a subcommand is one line in ``COMMANDS``:
+``run`` (the default when only options are given) scrapes, stores, predicts and serves the
+API; ``simulate`` writes or purges simulated samples; ``tokens-hash`` prints the SHA-256 of an
+API token read from stdin (for the tokens file). Adding a subcommand is one line in ``COMMANDS``:
 ``"demo": Command("help line", add_arguments, run)`` where ``run(args) -> exit code``.
 Exit codes: 0 fine, 1 a runtime error (e.g. the database is locked), 2 bad config or arguments.
 """
@@ -36,11 +37,11 @@ def _no_arguments(_parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from evaluator.app import EvaluatorApp
+    from evaluator.service import build_service
 
     config = _config(args)
-    app = EvaluatorApp(config)
-    web.run_app(app.web_app, host=config.listen_host, port=config.listen_port,
+    service = build_service(config, environment())
+    web.run_app(service.web_app, host=config.listen_host, port=config.listen_port,
                 access_log=None, print=None, handle_signals=True)
     return 0
 
@@ -58,11 +59,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tokens_hash(_args: argparse.Namespace) -> int:
+    from evaluator.api.auth import tokens_hash_main
+
+    return tokens_hash_main(sys.stdin, sys.stdout, sys.stderr)
+
+
 COMMANDS: dict[str, Command] = {
-    "run": Command("scrape exporters, store change-only samples, serve /metrics (default)",
+    "run": Command("scrape, store change-only samples, predict, serve /metrics and the API "
+                   "(default)",
                    _no_arguments, cmd_run),
     "simulate": Command("write source='simulated' samples for demo profiles, or --purge them",
                         simulate_arguments, cmd_simulate),
+    "tokens-hash": Command("print the sha256 of an API token read from stdin (tokens file)",
+                           _no_arguments, cmd_tokens_hash),
 }
 
 

@@ -39,6 +39,11 @@ _TOP_KEYS: Final = (
 )
 
 
+# The rule sets shipped with the project (a source checkout or an editable install). A packaged
+# deployment (the Docker image) copies rules/ elsewhere and sets rules.dir in its config file.
+DEFAULT_RULES_DIR: Final = Path(__file__).resolve().parents[1] / "rules"
+
+
 @dataclass(frozen=True, slots=True)
 class ScrapeConfig:
     interval: float = 60.0
@@ -67,7 +72,7 @@ class DedupConfig:
 
 @dataclass(frozen=True, slots=True)
 class RulesConfig:
-    dir: Path = Path("rules")
+    dir: Path = DEFAULT_RULES_DIR
     active: str = "v1-ecc-growth"
 
 
@@ -198,7 +203,7 @@ def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesCon
     if _VERSION_RE.fullmatch(active) is None:
         c.problem(f"rules.active: {active!r} is not a rule version name")
     tokens = c.optional_string(api_raw, "tokens_file", "api.tokens_file")
-    rules_dir = _path(rules_raw, "dir", base, Path("rules"), c, "rules.dir")
+    rules_dir = _path(rules_raw, "dir", base, DEFAULT_RULES_DIR, c, "rules.dir")
     return RulesConfig(rules_dir, active), None if tokens is None else base / tokens
 
 

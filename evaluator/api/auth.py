@@ -99,7 +99,7 @@ def _parse_entry(item: object, where: str, problems: list[str]) -> TokenEntry | 
         problems.append(f"{where}.name: must be a non-empty string")
     digest = item.get("sha256")
     if not isinstance(digest, str) or not _HEX64.fullmatch(digest.lower()):
-        problems.append(f"{where}.sha256: must be 64 hex digits (gpu-health-evaluator tokens hash)")
+        problems.append(f"{where}.sha256: must be 64 hex digits (gpu-health-evaluator tokens-hash)")
     scopes = _check_list(item.get("scopes"), f"{where}.scopes", problems)
     for scope in scopes:
         if scope not in SCOPES:
@@ -194,11 +194,11 @@ def node_not_found() -> ApiError:
 
 
 def tokens_hash_main(stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    """``gpu-health-evaluator tokens hash``: sha256 of the token on stdin (trailing newline
+    """``gpu-health-evaluator tokens-hash``: sha256 of the token on stdin (trailing newline
     removed), for the tokens file. Reading stdin keeps the token out of argv and shell history."""
     token = stdin.read().rstrip("\r\n")
     if not token or token != token.strip():
-        stderr.write("tokens hash: expected one token without surrounding whitespace on stdin\n")
+        stderr.write("tokens-hash: expected one token without surrounding whitespace on stdin\n")
         return 2
     stdout.write(hash_token(token) + "\n")
     return 0
