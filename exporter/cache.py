@@ -68,6 +68,8 @@ class ReadingCache:
         with self._lock:
             entry = self._entries[vendor]
             errors = _bump(entry.status.errors, "invalid_value", len(output.anomalies))
+            for failure in output.failures:
+                errors = _bump(errors, failure.reason, 1)
             entry.status = replace(
                 entry.status,
                 enabled=True,
@@ -103,6 +105,18 @@ class ReadingCache:
             if first:
                 entry.status = replace(entry.status, enabled=False)
             return first
+
+    def collected(self, vendor: str, now: datetime) -> tuple[CardReading, ...] | None:
+        """The vendor's fresh readings; None until one of its ticks has finished.
+
+        A vendor whose tool is absent, or whose ticks so far all failed, has ``()``.
+        """
+        with self._lock:
+            entry = self._entries.get(vendor)
+            if entry is None or entry.status.enabled is None:  # no tick has finished yet
+                return None
+            fresh = entry.at is not None and now - entry.at <= self.stale_after
+            return entry.readings if fresh else ()
 
     def snapshot(self, now: datetime) -> Snapshot:
         with self._lock:

@@ -72,6 +72,9 @@ class CollectionLoop:
         else:
             for anomaly in output.anomalies:
                 log.warning("%s: %s", source.vendor, anomaly)
+            for failure in output.failures:
+                log.warning("%s: part of the collection failed (%s): %s",
+                            source.vendor, failure.reason, failure.message)
             self.cache.record_success(source.vendor, output, now, time.perf_counter() - started)
 
     def _missing(self, source: VendorSource, exc: ToolNotFound, duration_s: float) -> None:

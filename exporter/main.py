@@ -1,8 +1,10 @@
 """``gpu-health-exporter`` entry point: wire settings, sources, cache, loop and outputs.
 
-Modes: serve ``/metrics`` + ``/healthz`` and tick every interval (default); ``--once`` collects
-once and prints the exposition (or writes ``--textfile``) and exits 0 even when a vendor failed;
-``--textfile`` without ``--once`` rewrites the file atomically after every tick. Exit status 2
+Modes: serve ``/metrics`` + ``/healthz``, tick every interval and follow the kernel log for
+NVIDIA Xid lines in a second thread (default); ``--once`` collects once (no Xid following: a
+single tick has no "since start" to count) and prints the exposition (or writes ``--textfile``)
+and exits 0 even when a vendor failed; ``--textfile`` without ``--once`` rewrites the file
+atomically after every tick. Exit status 2
 means bad arguments (every problem is listed); 1 means the HTTP port or the textfile could not
 be used.
 """
@@ -31,8 +33,13 @@ from .loop import CollectionLoop
 from .runner import ToolRunner
 from .settings import Settings, parse_args
 from .sources import SOURCE_CLASSES, VendorSource
+from .sources.nvidia import NvidiaSource
+from .xid_follower import XidFollower
+from .xid_store import XidCollector, XidStore
 
 log = logging.getLogger("exporter")
+
+KERNEL_LOG_MAX_BYTES = 32 * 1024 * 1024  # the largest ring buffer (log_buf_len) is 32 MiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,7 @@ class Exporter:
     cache: ReadingCache
     registry: CollectorRegistry
     loop: CollectionLoop
+    xid: XidFollower | None = None  # None when NVIDIA or every kernel-log source is off
 
 
 def build(settings: Settings, clock: Clock = system_clock) -> Exporter:
@@ -62,7 +70,27 @@ def build(settings: Settings, clock: Clock = system_clock) -> Exporter:
     if settings.textfile is not None:
         after_tick = functools.partial(write_textfile, settings.textfile, registry)
     loop = CollectionLoop(sources, cache, clock, settings.collect_interval_s, after_tick)
-    return Exporter(settings, sources, cache, registry, loop)
+    return Exporter(settings, sources, cache, registry, loop,
+                    build_xid(settings, cache, registry, clock))
+
+
+def build_xid(
+    settings: Settings, cache: ReadingCache, registry: CollectorRegistry, clock: Clock
+) -> XidFollower | None:
+    """The Xid follower and its metrics, for nodes where NVIDIA is collected."""
+    nvidia = settings.binaries.get(NvidiaSource.vendor, NvidiaSource.default_binary)
+    sources = settings.kmsg_path or settings.dmesg or settings.journalctl
+    if settings.once or not nvidia or not sources:
+        return None
+    store = XidStore()
+    registry.register(XidCollector(store))
+    # dmesg prints the whole ring buffer, which may exceed the vendor tools' output cap.
+    runner = ToolRunner(timeout_s=settings.tool_timeout_s, env=settings.tool_env,
+                        max_output_bytes=max(settings.max_output_bytes, KERNEL_LOG_MAX_BYTES))
+    return XidFollower(
+        store, runner, lambda: cache.collected(NvidiaSource.vendor, clock()),
+        kmsg_path=settings.kmsg_path, dmesg=settings.dmesg, journalctl=settings.journalctl,
+        interval_s=settings.xid_interval_s)
 
 
 def write_textfile(path: Path, registry: CollectorRegistry) -> None:
@@ -121,10 +149,14 @@ def run_server(exporter: Exporter) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     exporter.loop.start()
+    if exporter.xid is not None:
+        exporter.xid.start()
     stop.wait()
     log.info("stopping")
     server.shutdown()
     exporter.loop.stop(timeout_s=settings.tool_timeout_s + 1)
+    if exporter.xid is not None:
+        exporter.xid.stop(timeout_s=settings.tool_timeout_s + 1)
     return 0
 
 

@@ -31,8 +31,9 @@ class CardReading:
     """One card as one vendor tool listed it in one collection.
 
     ``gpu`` is the index the tool itself printed (never the row position). ``uuid`` is ``None``
-    when the tool reports no UUID (the metric label is then ""). ``pci_bus_id`` is kept for a
-    later XID feature that maps kernel-log lines (which name PCI addresses) to cards.
+    when the tool reports no UUID (the metric label is then ""). ``pci_bus_id`` is what the tool
+    printed; the XID follower maps kernel-log lines (which name PCI addresses) to NVIDIA cards
+    with it.
     """
 
     vendor: str
@@ -44,13 +45,27 @@ class CardReading:
 
 
 @dataclass(frozen=True, slots=True)
+class Failure:
+    """Part of a collection that failed while the rest succeeded (one Ascend card's query).
+
+    The cards it concerns stay listed with unknown counters; ``reason`` is counted in the
+    vendor's error counter like a failed tick's.
+    """
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class ParsedOutput:
     """What a parser made of one tool output.
 
     ``anomalies`` describes cells that were neither a number nor one of the tool's documented
     "unknown" spellings (a negative count, text where a count belongs, ...). Those cells became
     unknown; the rest of the output is still good, and the anomalies are counted in a self-metric.
+    ``failures`` are parts of the collection (one card's query of several) that failed outright.
     """
 
     readings: tuple[CardReading, ...]
     anomalies: tuple[str, ...] = ()
+    failures: tuple[Failure, ...] = ()

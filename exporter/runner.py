@@ -16,6 +16,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,11 +75,14 @@ class ToolRunner:
             return command if usable else None
         return shutil.which(command, path=self._env.get("PATH", os.defpath))
 
-    def run(self, command: str, args: Sequence[str]) -> ToolResult:
+    def run(
+        self, command: str, args: Sequence[str], *, timeout_s: float | None = None
+    ) -> ToolResult:
         """Run ``command args...``; raises CollectError on timeout, oversize or exec failure.
 
         A non-zero exit status is returned, not raised: some callers read the output of a
         failed run (nvidia-smi names the rejected field on stdout when it exits 2).
+        ``timeout_s`` shortens the runner's timeout for this run (a tick deadline's rest).
         """
         path = self.which(command)
         if path is None:
@@ -98,10 +102,45 @@ class ToolRunner:
             raise ToolNotFound(f"{command!r} vanished before it could run: {exc}") from exc
         except OSError as exc:
             raise CollectError(f"cannot start {path!r}: {exc}", reason="exec") from exc
-        return self._finish(proc, argv)
+        limit = self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)
+        return self._finish(proc, argv, limit)
 
-    def _finish(self, proc: subprocess.Popen[bytes], argv: tuple[str, ...]) -> ToolResult:
-        deadline = time.monotonic() + self.timeout_s
+    def run_many(
+        self,
+        command: str,
+        arg_lists: Sequence[Sequence[str]],
+        *,
+        max_parallel: int,
+        deadline_s: float,
+    ) -> list[ToolResult | CollectError]:
+        """Run ``command`` once per argument list, at most ``max_parallel`` at a time.
+
+        All runs share ONE deadline, ``deadline_s`` from now: a run still going then is killed,
+        and a run whose turn comes after it is not started (``timeout`` for both). Results come
+        back in the order of ``arg_lists``; a failed run is its CollectError, not raised, so
+        one card's failure never costs the other cards their answers.
+        """
+        deadline = time.monotonic() + deadline_s
+
+        def one(args: Sequence[str]) -> ToolResult | CollectError:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return CollectError(
+                    f"{command} {' '.join(args)}: not started, the tick's {deadline_s:g}s "
+                    "deadline had passed", reason="timeout")
+            try:
+                return self.run(command, args, timeout_s=remaining)
+            except CollectError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=max(1, max_parallel),
+                                thread_name_prefix="tool") as pool:
+            return list(pool.map(one, arg_lists))
+
+    def _finish(
+        self, proc: subprocess.Popen[bytes], argv: tuple[str, ...], timeout_s: float
+    ) -> ToolResult:
+        deadline = time.monotonic() + timeout_s
         try:
             out, err = self._drain(proc, deadline)
             returncode = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -110,7 +149,8 @@ class ToolRunner:
             _kill_group(proc)
             proc.wait()
             reason = exc.reason if isinstance(exc, _Abort) else "timeout"
-            raise CollectError(_abort_message(argv[0], reason, self), reason=reason) from None
+            message = _abort_message(argv[0], reason, timeout_s, self.max_output_bytes)
+            raise CollectError(message, reason=reason) from None
         finally:
             for pipe in (proc.stdout, proc.stderr):
                 if pipe is not None:
@@ -156,7 +196,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def _abort_message(path: str, reason: str, runner: ToolRunner) -> str:
+def _abort_message(path: str, reason: str, timeout_s: float, max_bytes: int) -> str:
     if reason == "timeout":
-        return f"{path} did not finish within {runner.timeout_s:g}s; killed its process group"
-    return f"{path} printed more than {runner.max_output_bytes} bytes; killed its process group"
+        return f"{path} did not finish within {timeout_s:g}s; killed its process group"
+    return f"{path} printed more than {max_bytes} bytes; killed its process group"

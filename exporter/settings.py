@@ -2,8 +2,9 @@
 
 Every value is validated before anything starts, and ALL problems are reported together (a
 :class:`~gpu_health.errors.ConfigError`, exit status 2), so a typo never costs one restart per
-mistake. The per-vendor binary flags (``--nvidia-smi``, ``--xpu-smi``, ``--cnmon``) come from the
-vendor registry; an empty value disables that vendor.
+mistake. The per-vendor binary flags (``--nvidia-smi``, ``--xpu-smi``, ``--npu-smi``, ...) come
+from the vendor registry; an empty value disables that vendor, as it does an Xid log source
+(``--kmsg-path``, ``--dmesg``, ``--journalctl``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpu_health.errors import ConfigError
 
@@ -38,6 +40,11 @@ class Settings:
     binaries: Mapping[str, str] = field(default_factory=dict)  # vendor -> command; "" = off
     log_level: str = "info"
     tool_env: Mapping[str, str] = field(default_factory=dict)  # environment the tools get
+    # NVIDIA Xid kernel-log following ("" switches a source off).
+    kmsg_path: str = "/dev/kmsg"
+    dmesg: str = "dmesg"
+    journalctl: str = "journalctl"
+    xid_interval_s: float = 10.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="collect once, print, exit")
     p.add_argument("--textfile", help="also write the exposition atomically to this .prom file")
     p.add_argument("--log-level", default="info", help="/".join(LOG_LEVELS))
+    p.add_argument("--kmsg-path", default="/dev/kmsg",
+                   help="kernel log device followed for NVIDIA Xid lines ('' disables)")
+    p.add_argument("--dmesg", default="dmesg", help="fallback when kmsg is unreadable ('' off)")
+    p.add_argument("--journalctl", default="journalctl",
+                   help="second fallback: journalctl -k ('' disables)")
+    p.add_argument("--xid-interval", default="10s", help="kernel-log poll interval (10s)")
     for cls in SOURCE_CLASSES:
         p.add_argument(cls.flag, dest=f"bin_{cls.vendor}", default=cls.default_binary,
                        help=f"{cls.vendor} tool path or name on PATH ('' disables)")
@@ -92,10 +105,21 @@ def parse_args(
         binaries={cls.vendor: getattr(args, f"bin_{cls.vendor}") for cls in SOURCE_CLASSES},
         log_level=_log_level(args.log_level, problems),
         tool_env=dict(os.environ if environ is None else environ),
+        **_kernel_log(args, problems),
     )
     if problems:
         raise ConfigError(problems)
     return settings
+
+
+def _kernel_log(args: argparse.Namespace, problems: list[str]) -> dict[str, Any]:
+    """The Xid follower's settings (``""`` switches a source off)."""
+    return {
+        "kmsg_path": args.kmsg_path,
+        "dmesg": args.dmesg,
+        "journalctl": args.journalctl,
+        "xid_interval_s": _duration(args.xid_interval, "--xid-interval", problems),
+    }
 
 
 def _duration(text: str, flag: str, problems: list[str]) -> float:

@@ -59,7 +59,19 @@ CARD_LABELS: Final[tuple[str, ...]] = ("gpu", "uuid", "vendor")
 INFO_LABELS: Final[tuple[str, ...]] = (*CARD_LABELS, "model")
 
 # Vendors the contract names. Later issues may add more values; the label stays the same.
-VENDORS: Final[tuple[str, ...]] = ("nvidia", "kunlunxin", "cambricon")
+VENDORS: Final[tuple[str, ...]] = (
+    "nvidia",
+    "kunlunxin",
+    "cambricon",
+    "ascend",
+    "metax",
+    "iluvatar",
+    # Listed in gpu_health_gpu_info only (no proven health counter; see docs/vendors.md).
+    "enflame",
+    "hygon",
+    "mthreads",
+    "biren",
+)
 
 # Sample sources in the store.
 SOURCE_REAL: Final = "real"

@@ -20,6 +20,8 @@ _COUNT = re.compile(r"[0-9]+")
 # domain:bus:device.function as the tools print it (4-digit domain in xpu_smi 4.x and cnmon,
 # 8-digit in nvidia-smi and xpu-smi 5.x).
 PCI_ADDRESS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
+_PCI_PARTS = re.compile(
+    r"([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.[0-9A-Fa-f])?")
 # nvidia-smi prints every "no value" reason in brackets ([N/A], [Not Supported], [Unknown Error],
 # [Insufficient Permissions], [Function Not Found], [Requested functionality has been
 # deprecated], seen in drivers 442..610); xpu-smi and cnmon print a bare N/A.
@@ -34,10 +36,15 @@ def is_declared_unknown(cell: str) -> bool:
 
 
 class CellReader:
-    """Converts the cells of ONE tool output and collects its anomalies."""
+    """Converts the cells of ONE tool output and collects its anomalies.
 
-    def __init__(self) -> None:
+    ``unknown_words`` adds a tool's own "no value" spellings to the common ones (npu-smi prints
+    ``NA`` and ``-``; xpu-smi's XML prints ``Invalid Argument``).
+    """
+
+    def __init__(self, unknown_words: frozenset[str] = frozenset()) -> None:
         self.anomalies: list[str] = []
+        self.unknown_words = unknown_words
 
     def count(self, cell: str, where: str) -> int | None:
         """A non-negative integer, or None (unknown)."""
@@ -56,7 +63,7 @@ class CellReader:
         return None
 
     def _unknown(self, text: str, where: str) -> None:
-        if not is_declared_unknown(text):
+        if not is_declared_unknown(text) and text not in self.unknown_words:
             self.anomalies.append(f"{where}: unusable value {text[:40]!r} treated as unknown")
 
 
@@ -66,6 +73,19 @@ def parse_index(cell: str, where: str) -> int:
     if not _COUNT.fullmatch(text):
         raise ParseError(f"{where}: card index {text[:40]!r} is not a non-negative integer")
     return int(text)
+
+
+def pci_key(address: str) -> str | None:
+    """``domain:bus:device`` in one spelling: lower case, 4-digit domain, no function.
+
+    nvidia-smi prints ``00000000:9B:00.0``, the kernel's Xid lines ``0000:9b:00`` (no function,
+    as the driver's format string has none); both become ``0000:9b:00``. None if not an address.
+    """
+    match = _PCI_PARTS.fullmatch(address.strip())
+    if match is None:
+        return None
+    domain, bus, device = (int(part, 16) for part in match.groups())
+    return f"{domain:04x}:{bus:02x}:{device:02x}"
 
 
 def table_cells(line: str) -> list[str]:

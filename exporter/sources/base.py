@@ -33,7 +33,9 @@ COMMON_ERROR_REASONS: tuple[str, ...] = (
 
 
 class VendorSource(ABC):
-    """One vendor tool. At most one query process per ``collect`` covers all its cards."""
+    """One vendor tool. A ``collect`` normally runs one query covering all cards (NVIDIA adds a
+    cached probe, MetaX needs two commands, Ascend one ECC query per card: npu-smi has no
+    all-cards ECC query)."""
 
     vendor: ClassVar[str]
     flag: ClassVar[str]  # the command-line flag naming the binary, e.g. "--nvidia-smi"
@@ -54,7 +56,7 @@ class VendorSource(ABC):
 
 
 class TableSource(VendorSource):
-    """A tool whose no-argument output is a table that one pure parser reads."""
+    """A tool run once per tick with fixed ``args`` (none for a default table), one parser."""
 
     args: ClassVar[tuple[str, ...]] = ()
 

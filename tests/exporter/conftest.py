@@ -11,6 +11,7 @@ import pytest
 
 from exporter.main import Exporter, build
 from exporter.settings import Settings
+from exporter.sources import SOURCE_CLASSES
 
 from .support import NVIDIA_SMI, FakeClock
 
@@ -27,6 +28,8 @@ def tool_env(tmp_path: Path) -> dict[str, str]:
         "FAKE_NVIDIA_LOG": str(tmp_path / "nvidia-smi.log"),
         "FAKE_XPU_LOG": str(tmp_path / "xpu-smi.log"),
         "FAKE_CNMON_LOG": str(tmp_path / "cnmon.log"),
+        "FAKE_NPU_LOG": str(tmp_path / "npu-smi.log"),
+        "FAKE_MX_LOG": str(tmp_path / "mx-smi.log"),
     }
 
 
@@ -51,13 +54,23 @@ def make_exporter(tool_env: dict[str, str], clock: FakeClock) -> Iterator[MakeEx
         timeout_s: float = 10.0,
         max_output_bytes: int = 1024 * 1024,
         stale_after_s: float = 180.0,
+        kmsg_path: str = "",
+        dmesg: str = "",
+        journalctl: str = "",
+        **vendors: str,
     ) -> Exporter:
+        """Every vendor and every kernel-log source is off unless a test names its tool."""
+        binaries = dict.fromkeys((cls.vendor for cls in SOURCE_CLASSES), "")
+        binaries.update(nvidia=nvidia, kunlunxin=xpu, cambricon=cnmon, **vendors)
         settings = Settings(
             tool_timeout_s=timeout_s,
             max_output_bytes=max_output_bytes,
             stale_after_s=stale_after_s,
-            binaries={"nvidia": nvidia, "kunlunxin": xpu, "cambricon": cnmon},
+            binaries=binaries,
             tool_env=tool_env,
+            kmsg_path=kmsg_path,
+            dmesg=dmesg,
+            journalctl=journalctl,
         )
         exporter = build(settings, clock)
         built.append(exporter)
@@ -66,3 +79,5 @@ def make_exporter(tool_env: dict[str, str], clock: FakeClock) -> Iterator[MakeEx
     yield make
     for exporter in built:
         exporter.loop.stop()
+        if exporter.xid is not None:
+            exporter.xid.stop()

@@ -17,6 +17,14 @@ FAKEBIN = REPO / "tests" / "fakebin"
 NVIDIA_SMI = str(FAKEBIN / "nvidia-smi")
 XPU_SMI = str(FAKEBIN / "xpu-smi")
 CNMON = str(FAKEBIN / "cnmon")
+NPU_SMI = str(FAKEBIN / "npu-smi")
+MX_SMI = str(FAKEBIN / "mx-smi")
+IXSMI = str(FAKEBIN / "ixsmi")
+EFSMI = str(FAKEBIN / "efsmi")
+HY_SMI = str(FAKEBIN / "hy-smi")
+MTHREADS_GMI = str(FAKEBIN / "mthreads-gmi")
+DMESG = str(FAKEBIN / "dmesg")
+JOURNALCTL = str(FAKEBIN / "journalctl")
 
 
 class FakeClock:

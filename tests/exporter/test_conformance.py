@@ -1,11 +1,12 @@
-"""Conformance over every third-party capture in ../shared/fixtures/nvidia and the Kunlunxin
-files in ../shared/fixtures/vendors (read in place, never copied).
+"""Conformance over every third-party capture in ../shared/fixtures/nvidia and
+../shared/fixtures/vendors (read in place, never copied).
 
 Every help text is paired with every full ``--query-gpu`` CSV through the fake nvidia-smi, so
-the probe + query path runs against each captured driver and GPU. Every other file is either
-checked against the facts it shows or listed as not applicable, with the reason, in its test id
-and in NOT_APPLICABLE; a file nobody classified fails. Other vendors' files in vendors/ belong
-to a later issue and are left out. Without ../shared the whole module skips with the reason.
+the probe + query path runs against each captured driver and GPU. The kernel logs
+(``nvidia/*.log``) have their Xid lines counted per card (conformance_xid.py); every vendor
+capture is checked against the values it shows or proven deliberately unsupported
+(conformance_vendors.py). Every other file is listed as not applicable with the reason, in its
+test id; a file in neither list fails. Without ../shared the whole module skips with the reason.
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from exporter.model import ParsedOutput
-from exporter.parsers import kunlunxin, nvidia
+from exporter.parsers import ascend, enflame, hygon, iluvatar, kunlunxin, kunlunxin_xml, nvidia
 from exporter.parsers.cells import CellReader, is_declared_unknown
 from exporter.runner import ToolRunner
-from exporter.sources.kunlunxin import KunlunxinSource
 from exporter.sources.nvidia import NvidiaSource
 from gpu_health.contract import CounterKey
 from gpu_health.errors import CollectError, ParseError
 from tests.shared import SHARED, require_shared, shared_available
 
-from .support import NVIDIA_SMI, XPU_SMI, FakeClock, invocations
+from . import conformance_vendors as vendors
+from .conformance_support import Case, Check
+from .conformance_xid import LOG_CHECKS
+from .support import NVIDIA_SMI, FakeClock, invocations
 
 NVIDIA_DIR = SHARED / "fixtures" / "nvidia"
 VENDORS_DIR = SHARED / "fixtures" / "vendors"
@@ -73,20 +75,10 @@ HELP: dict[str, tuple[str, bool]] = {
 NOT_APPLICABLE: dict[str, str] = {
     r"SOURCES\.md": "provenance notes, not tool output",
     r"q-.*\.txt": "nvidia-smi -q report; the exporter reads --query-gpu CSV only",
-    r"(dmesg|kmsg)-.*\.log": "kernel log; XID collection is a later issue",
     r"help-h-.*\.txt": "nvidia-smi -h; the exporter probes --help-query-gpu only",
     r"help-query-retired-pages-.*\.txt": "retired pages come from --query-gpu counts",
     r"query-retired-pages-.*\.csv": "--query-retired-pages rows; counts come from --query-gpu",
-    r"kunlun-.*-m\.txt": "xpu-smi -m machine format, field meanings undocumented; table is read",
-    r"kunlun-.*-q-x-.*\.txt": "xpu-smi -q -x XML; Kunlunxin XML mode is a later issue",
 }
-
-
-@dataclass(frozen=True)
-class Case:
-    check: Callable[[Case, dict[str, str], FakeClock], None]
-    paths: tuple[Path, ...]
-    reason: str = ""
 
 
 def _source(env: dict[str, str]) -> NvidiaSource:
@@ -196,28 +188,15 @@ def check_alias_header(case: Case, env: dict[str, str], clock: FakeClock) -> Non
     assert fake.stdout.splitlines()[0] == path.read_text().splitlines()[0]
 
 
-def _kunlun(env: dict[str, str], capture: Path, clock: FakeClock) -> ParsedOutput:
-    env = {**env, "FAKE_XPU_TABLE": str(capture)}
-    runner = ToolRunner(timeout_s=30, max_output_bytes=1 << 20, env=env)
-    return KunlunxinSource(XPU_SMI, runner).collect(clock())
-
-
-def check_kunlun_gen3(case: Case, env: dict[str, str], clock: FakeClock) -> None:
-    (path,) = case.paths
-    out = _kunlun(env, path, clock)
-    assert [(r.gpu, r.model, r.pci_bus_id) for r in out.readings] == [
-        (0, "P800 OAM", "00000000:03:00.0"), (1, "P800 OAM", "00000000:05:00.0"),
-        (7, "P800 OAM", "00000000:A5:00.0")]
-    for reading in out.readings:
-        assert reading.uuid is None and reading.counters["ecc_uncorrected_total"] == 0
-        assert sum(v is not None for v in reading.counters.values()) == 1
-
-
-def check_kunlun_gen2(case: Case, env: dict[str, str], clock: FakeClock) -> None:
-    (path,) = case.paths
-    out = _kunlun(env, path, clock)
-    assert [(r.gpu, r.model) for r in out.readings] == [(i, "K200") for i in range(4)]
-    assert all(set(r.counters.values()) == {None} for r in out.readings)
+# Parsers that must refuse a not-applicable capture of their vendor (the reader never mistakes
+# a different command's output for its own).
+REJECTERS: dict[str, tuple[Callable[[str], object], ...]] = {
+    "kunlun-": (kunlunxin.parse_table, kunlunxin_xml.parse_xml),
+    "ascend-": (ascend.parse_table,),
+    "iluvatar-": (iluvatar.parse_xml,),
+    "enflame-": (enflame.parse_query,),
+    "hygon-": (hygon.parse_table,),
+}
 
 
 def check_not_applicable(case: Case, env: dict[str, str], clock: FakeClock) -> None:
@@ -227,56 +206,62 @@ def check_not_applicable(case: Case, env: dict[str, str], clock: FakeClock) -> N
     # Nothing the exporter parses would take this file for its own input.
     with pytest.raises(ParseError):
         nvidia.parse_help(text)
-    if path.name.startswith("kunlun-"):
-        with pytest.raises(ParseError):
-            kunlunxin.parse_table(text)
+    for prefix, parsers in REJECTERS.items():
+        for parse in parsers if path.name.startswith(prefix) else ():
+            with pytest.raises(ParseError):
+                parse(text)
 
 
 def unclassified(case: Case, env: dict[str, str], clock: FakeClock) -> None:
     pytest.fail(f"capture {case.paths[0].name} is not classified: add its expected values to "
-                "test_conformance.py or list it in NOT_APPLICABLE with the reason")
+                "the conformance checks or list it in NOT_APPLICABLE with the reason")
 
 
 def shared_missing(case: Case, env: dict[str, str], clock: FakeClock) -> None:
     require_shared()
 
 
-SINGLE: dict[str, Callable[[Case, dict[str, str], FakeClock], None]] = {
-    "stdout-invalid-field-exit2.txt": check_invalid_field,
-    "stdout-nvml-mismatch-exit18.txt": check_nvml_mismatch,
-    "query-titanx8-noheader-nounits.csv": check_titanx,
-    "query-rtx2080ti-442.19-nounits-unknown-error.csv": check_unknown_error_cell,
-    "query-rtxpro6000-570.172.08-ecc.csv": check_volatile_ecc_rows,
-    "query-rtxpro6000-570.172.08-alias-header.csv": check_alias_header,
-    "kunlun-xpu-smi-gen3-P800-table-excerpt.txt": check_kunlun_gen3,
-    "kunlun-xpu_smi-gen2-K200-table.txt": check_kunlun_gen2,
+SINGLE: dict[str, tuple[Check, str]] = {
+    "stdout-invalid-field-exit2.txt": (check_invalid_field, ""),
+    "stdout-nvml-mismatch-exit18.txt": (check_nvml_mismatch, ""),
+    "query-titanx8-noheader-nounits.csv": (check_titanx, ""),
+    "query-rtx2080ti-442.19-nounits-unknown-error.csv": (check_unknown_error_cell, ""),
+    "query-rtxpro6000-570.172.08-ecc.csv": (check_volatile_ecc_rows, ""),
+    "query-rtxpro6000-570.172.08-alias-header.csv": (check_alias_header, ""),
+    **{name: (check, "") for name, check in LOG_CHECKS.items()},
+    **vendors.CHECKS,
 }
+NOT_APPLICABLE.update(vendors.NOT_APPLICABLE)
+
+
+def _param(name: str, path: Path) -> object:
+    reason = next((r for pattern, r in NOT_APPLICABLE.items() if re.fullmatch(pattern, name)),
+                  None)
+    if name in SINGLE:
+        check, why = SINGLE[name]
+        label = f"{name}-deliberately-unsupported: {why}" if why else name
+        return pytest.param(Case(check, (path,), why), id=label)
+    if reason is not None:
+        return pytest.param(Case(check_not_applicable, (path,), reason),
+                            id=f"{name}-not-applicable: {reason}")
+    return pytest.param(Case(unclassified, (path,)), id=f"{name}-unclassified")
 
 
 def _cases() -> list[object]:
     if not shared_available():
         return [pytest.param(Case(shared_missing, ()), id="shared-captures-absent")]
-    files = sorted(NVIDIA_DIR.iterdir()) + sorted(VENDORS_DIR.glob("kunlun-*"))
+    files = sorted(NVIDIA_DIR.iterdir()) + sorted(VENDORS_DIR.iterdir())
     params: list[object] = []
     for path in files:
         name = path.name
-        reason = next((r for pattern, r in NOT_APPLICABLE.items() if re.fullmatch(pattern, name)),
-                      None)
         if name in HELP:
             params.append(pytest.param(Case(check_help, (path,)), id=f"{name}-fields"))
             params += [pytest.param(Case(check_pair, (path, NVIDIA_DIR / csv)),
                                     id=f"{name}+{csv}") for csv in sorted(FULL_CSV)]
-        elif name in FULL_CSV:
-            continue  # covered by every help text above
-        elif name in SINGLE:
-            params.append(pytest.param(Case(SINGLE[name], (path,)), id=name))
-        elif reason is not None:
-            params.append(pytest.param(Case(check_not_applicable, (path,), reason),
-                                       id=f"{name}-not-applicable: {reason}"))
-        else:
-            params.append(pytest.param(Case(unclassified, (path,)), id=f"{name}-unclassified"))
-    missing = set(FULL_CSV) - {p.name for p in files}
-    params += [pytest.param(Case(unclassified, (NVIDIA_DIR / m,)), id=f"{m}-missing")
+        elif name not in FULL_CSV:  # a full CSV is covered by every help text above
+            params.append(_param(name, path))
+    missing = (set(FULL_CSV) | set(SINGLE)) - {p.name for p in files}
+    params += [pytest.param(Case(unclassified, (Path(m),)), id=f"{m}-missing")
                for m in sorted(missing)]
     return params
 

@@ -15,12 +15,24 @@ import time
 import urllib.request
 from pathlib import Path
 
-from gpu_health.contract import INFO_METRIC, METRIC_NAMES
+from gpu_health.contract import INFO_METRIC, METRIC_NAMES, VENDORS
 from tests.shared import REPO
 
-from .support import CNMON, NVIDIA_SMI, XPU_SMI, Scrape
+from .support import (
+    CNMON,
+    EFSMI,
+    HY_SMI,
+    IXSMI,
+    MTHREADS_GMI,
+    MX_SMI,
+    NPU_SMI,
+    NVIDIA_SMI,
+    XPU_SMI,
+    Scrape,
+)
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+NO_KERNEL_LOG = ["--kmsg-path", "", "--dmesg", "", "--journalctl", ""]  # not the test host's
 
 
 def exporter(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
@@ -113,7 +125,7 @@ def test_serves_metrics_writes_textfile_and_stops_on_sigterm(
     port = _free_port()
     textfile = tmp_path / "gpu.prom"
     proc = exporter(["--web.listen-address", f"127.0.0.1:{port}", "--nvidia-smi", NVIDIA_SMI,
-                     "--textfile", str(textfile)], tool_env)
+                     "--textfile", str(textfile), *NO_KERNEL_LOG], tool_env)
     try:
         body = ""
         deadline = time.monotonic() + 30
@@ -122,10 +134,15 @@ def test_serves_metrics_writes_textfile_and_stops_on_sigterm(
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                     body = r.read().decode()
             except OSError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         assert INFO_METRIC + "{" in body
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
             assert r.status == 200
+        # The textfile is written after the tick that filled /metrics: wait for it too.
+        while not (textfile.exists() and INFO_METRIC in textfile.read_text()) and (
+                time.monotonic() < deadline):
+            time.sleep(0.05)
         assert textfile.exists() and INFO_METRIC in textfile.read_text()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
@@ -142,3 +159,65 @@ def test_a_port_in_use_exits_1(tool_env: dict[str, str]) -> None:
         port = sock.getsockname()[1]
         result = run(["--web.listen-address", f"127.0.0.1:{port}", "--nvidia-smi", ""], tool_env)
     assert result.returncode == 1 and "cannot listen" in result.stderr
+
+
+def test_once_with_every_vendor_added_in_issue_6_passes_promtool(
+    tool_env: dict[str, str]
+) -> None:
+    flags = ["--npu-smi", NPU_SMI, "--mx-smi", MX_SMI, "--ixsmi", IXSMI, "--efsmi", EFSMI,
+             "--hy-smi", HY_SMI, "--mthreads-gmi", MTHREADS_GMI, "--xpu-smi", XPU_SMI]
+    result = run(["--once", "--nvidia-smi", "", "--cnmon", "", *flags], tool_env)
+    assert result.returncode == 0, result.stderr
+    metrics = Scrape(result.stdout)
+    vendors = {s["vendor"] for s in metrics.series(INFO_METRIC)}
+    assert vendors == {"kunlunxin", "ascend", "metax", "iluvatar", "enflame", "hygon",
+                       "mthreads"}
+    assert vendors <= set(VENDORS)
+    assert metrics.series("gpu_health_xid_errors_total") == []  # --once follows no log
+    checked = promtool_check(result.stdout)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_serving_follows_the_kernel_log_for_xid_lines(
+    tool_env: dict[str, str], tmp_path: Path
+) -> None:
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    port = _free_port()
+    proc = exporter(["--web.listen-address", f"127.0.0.1:{port}", "--nvidia-smi", NVIDIA_SMI,
+                     "--kmsg-path", str(kmsg), "--xid-interval", "100ms"], tool_env)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        body = _wait_for(url, 'gpu_health_exporter_xid_log_readable{source="kmsg"} 1.0')
+        with kmsg.open("a") as fh:
+            fh.write("4,1,99000000000,-;NVRM: Xid (PCI:0000:00:09): 48, pid='<unknown>', "
+                     "name=<unknown>, An uncorrectable double bit error (DBE)\n")
+        body = _wait_for(url, 'xid="48"} 1.0')
+        card = {"gpu": "0", "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+                "vendor": "nvidia"}
+        metrics = Scrape(body)
+        assert metrics.get("gpu_health_xid_errors_total", **card, xid="48") == 1
+        assert metrics.get("gpu_health_xid_errors_total", **card, xid="94") == 0
+        checked = promtool_check(body)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def _wait_for(url: str, fragment: str) -> str:
+    body = ""
+    deadline = time.monotonic() + 30
+    while fragment not in body and time.monotonic() < deadline:
+        try:  # waiting for the server and its threads, not for time to pass
+            with urllib.request.urlopen(url, timeout=5) as response:
+                body = response.read().decode()
+        except OSError:
+            pass
+        if fragment not in body:
+            time.sleep(0.05)
+    assert fragment in body, body
+    return body

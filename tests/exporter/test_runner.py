@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.runner import ToolRunner
+from exporter.runner import ToolResult, ToolRunner
 from gpu_health.errors import CollectError, ToolNotFound
 
 from .support import NVIDIA_SMI
@@ -117,3 +117,35 @@ def test_binary_garbage_is_decoded_not_fatal(tool_env: dict[str, str]) -> None:
     env = {**tool_env, "FAKE_NVIDIA_HELP_MODE": "garbage"}
     result = runner(env).run(NVIDIA_SMI, ["--help-query-gpu"])
     assert result.returncode == 0 and "\ufffd" in result.stdout
+
+
+def test_run_many_keeps_order_and_returns_failures_instead_of_raising(
+    tmp_path: Path, tool_env: dict[str, str]
+) -> None:
+    tool = script(tmp_path, "answer", 'if [ "$1" = bad ]; then exit 3; fi\n'
+                  'if [ "$1" = slow ]; then sleep 30; fi\necho "$1"\n')
+    results = runner(tool_env, timeout_s=1.0).run_many(
+        tool, [["a"], ["bad"], ["slow"], ["b"]], max_parallel=2, deadline_s=10)
+    first, bad, slow, last = results
+    assert isinstance(first, ToolResult) and first.stdout == "a\n"
+    assert isinstance(bad, ToolResult) and bad.returncode == 3
+    assert isinstance(slow, CollectError) and slow.reason == "timeout"  # the runner's own limit
+    assert isinstance(last, ToolResult) and last.stdout == "b\n"
+
+
+def test_run_many_does_not_start_runs_after_the_shared_deadline(
+    tmp_path: Path, tool_env: dict[str, str]
+) -> None:
+    started = tmp_path / "started"
+    tool = script(tmp_path, "hangs", f'echo "$1" >> "{started}"\nsleep 30\n')
+    results = runner(tool_env, timeout_s=10).run_many(
+        tool, [[str(i)] for i in range(6)], max_parallel=3, deadline_s=1.0)
+    assert all(isinstance(r, CollectError) and r.reason == "timeout" for r in results)
+    assert len(started.read_text().split()) == 3
+    assert sum("not started" in str(r) for r in results) == 3
+
+
+def test_run_many_reports_a_missing_tool_per_run(tool_env: dict[str, str]) -> None:
+    results = runner(tool_env).run_many("no-such-tool", [["x"], ["y"]], max_parallel=4,
+                                        deadline_s=5)
+    assert [r.reason for r in results if isinstance(r, CollectError)] == ["not_found"] * 2

@@ -107,9 +107,10 @@ def test_state_file_overrides_counters_and_adds_cards(
     assert metrics.get("gpu_health_retired_pages", **card1) is None
 
 
-def test_kunlunxin_and_cambricon_through_their_fake_tools(
+def test_kunlunxin_table_fallback_and_cambricon_through_their_fake_tools(
     make_exporter: MakeExporter, tool_env: dict[str, str]
 ) -> None:
+    tool_env["FAKE_XPU_XML_MODE"] = "exit:2"  # a tool without -q -x: the table is read
     exporter = make_exporter(nvidia="", xpu=XPU_SMI, cnmon=CNMON)
     exporter.loop.tick()
     metrics = scrape(exporter.registry)
@@ -122,5 +123,5 @@ def test_kunlunxin_and_cambricon_through_their_fake_tools(
             assert metrics.get("gpu_health_ecc_corrected_total", gpu=gpu, uuid="",
                                vendor=vendor) is None
     assert metrics.get("gpu_health_exporter_vendor_enabled", vendor="nvidia") == 0
-    assert len(invocations(Path(tool_env["FAKE_XPU_LOG"]))) == 1
+    assert invocations(Path(tool_env["FAKE_XPU_LOG"])) == [["-q", "-x"], []]
     assert len(invocations(Path(tool_env["FAKE_CNMON_LOG"]))) == 1

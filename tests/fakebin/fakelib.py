@@ -32,11 +32,30 @@ def mode(prefix: str) -> str:
     return os.environ.get(f"{prefix}_MODE", "ok")
 
 
-def log_invocation(prefix: str) -> None:
+def log_invocation(prefix: str, **extra: object) -> None:
     log = os.environ.get(f"{prefix}_LOG")
     if log:
         with Path(log).open("a") as fh:
-            fh.write(json.dumps({"argv": sys.argv[1:], "pid": os.getpid()}) + "\n")
+            fh.write(json.dumps({"argv": sys.argv[1:], "pid": os.getpid(), **extra}) + "\n")
+
+
+def has_mode(prefix: str) -> bool:
+    return bool(os.environ.get(f"{prefix}_MODE") or os.environ.get(f"{prefix}_MODE_FILE"))
+
+
+def serve(prefix: str, routes: dict[tuple[str, ...], tuple[str, str]]) -> NoReturn:
+    """Answer the argv in ``routes`` with its capture: ``{argv: (env var, default fixture)}``.
+
+    The capture's own ``<env var>_MODE`` (or ``_MODE_FILE``) overrides ``<prefix>_MODE`` for
+    that invocation, so one command of a tool can fail while another works.
+    """
+    log_invocation(prefix)
+    args = tuple(sys.argv[1:])
+    if args not in routes:
+        fail(f"only {[list(r) for r in routes]} are faked, got {list(args)}", 64)
+    env_var, default = routes[args]
+    text = fixture(env_var, default).read_text()
+    emit(mode(env_var) if has_mode(env_var) else mode(prefix), text)
 
 
 def fail(message: str, status: int) -> NoReturn:

@@ -1,0 +1,70 @@
+"""NVIDIA Xid lines in the kernel log: one line in, an :class:`XidEvent` (or None) out.
+
+The driver prints (open-gpu-kernel-modules format strings, and the captures in
+../shared/fixtures/nvidia/*.log)::
+
+    NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s ...
+    NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp ...
+    NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.        (no pid: older drivers)
+    NVRM: Xid (0000:01:00): 31, Ch 00000004, ...                         (no "PCI:": old drivers)
+    NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: ...    (MIG: GPU instance)
+    NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:02): 13, ...               (MIG: + compute inst.)
+
+The PCI id carries no function number; :func:`~exporter.parsers.cells.pci_key` brings it and
+nvidia-smi's ``00000000:9B:00.0`` to one spelling. NOT Xids: NVSwitch ``SXid (PCI:...)`` lines
+(``nvidia-nvswitch0: SXid ...``), and the multi-line "has fallen off the bus" message that newer
+open kernel modules (570) print without any Xid line.
+
+A line may start with a timestamp: ``[ 1843.308145]`` (dmesg, journalctl ``short-monotonic``)
+or a ``/dev/kmsg`` record prefix ``6,1234,5678901,-;`` (microseconds). Both are seconds since
+boot and become ``uptime_s``; the ``dmesg -T`` and ``--time-format iso`` prefixes are wall-clock
+times and give ``None`` (the follower never asks for those formats).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .cells import pci_key
+
+_XID = re.compile(
+    r"(?<![A-Za-z])NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
+    r"(?:\.[0-9A-Fa-f])?)(?P<mig>(?: GPU-C?I:\s*[0-9]+)*)\): (?P<xid>[0-9]+)\b"
+)
+_KMSG = re.compile(r"[0-9]+,[0-9]+,(?P<usec>[0-9]+),[^;]*;")
+_BRACKET = re.compile(r"\[\s*(?P<sec>[0-9]+\.[0-9]+)\]")
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """One Xid line: the card's PCI id (``pci_key`` spelling), the Xid number, the kernel
+    timestamp in seconds since boot where the line carries one, and the line itself."""
+
+    pci_bus_id: str
+    xid: int
+    uptime_s: float | None
+    raw: str
+
+
+def uptime_of(line: str) -> float | None:
+    """Seconds since boot from a kmsg record prefix or a leading ``[ 123.456]``; else None."""
+    kmsg = _KMSG.match(line)
+    if kmsg is not None:
+        return int(kmsg.group("usec")) / 1_000_000
+    bracket = _BRACKET.match(line)
+    return float(bracket.group("sec")) if bracket is not None else None
+
+
+def parse_line(line: str) -> XidEvent | None:
+    """The Xid event on ``line``, or None when it is not an Xid line."""
+    if "Xid" not in line:  # cheap pre-filter: most kernel lines are something else
+        return None
+    match = _XID.search(line)
+    if match is None:
+        return None
+    key = pci_key(match.group("pci"))
+    if key is None:
+        return None
+    return XidEvent(pci_bus_id=key, xid=int(match.group("xid")), uptime_s=uptime_of(line),
+                    raw=line.rstrip("\n"))
