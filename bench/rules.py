@@ -7,6 +7,11 @@ one day per statement in time order (as ingest appends them), into a store opene
 some degrading quadratically (about half of those later show uncorrectable errors), one-off
 bursts, Kunlunxin-like cards with only an uncorrectable count, and card swaps. A few hundred
 pending predictions (7- and 30-day windows, some matured) are planted before the timed tick.
+XID rows (``gpu_health_xid_samples``, change-only as ingest writes them): the five memory XIDs at
+0 from the start on every NVIDIA-like card, memory XIDs on the failing degrading cards and on
+some otherwise healthy cards (followed by an exporter restart), and daily XID 13 noise on a
+tenth of the cards. The rule set is the default (v2-ecc-xid), so backfill and recall both scan
+the XID events.
 
 Targets (issue 4): tick < 10 s, prediction-stats < 2 s. Generation and index build are not timed.
 
@@ -68,14 +73,42 @@ ORDER BY i, c
 """
 
 
-def generate(db: Database, cards: int, days: int, end: datetime) -> int:
-    """Insert ``cards`` x ``days`` of 5-minute samples ending at ``end``; returns the row count."""
+_XIDS = f"""
+INSERT INTO gpu_health_xid_samples
+SELECT 'node-' || lpad((c // 8)::VARCHAR, 4, '0'), (c % 8)::INTEGER, 'GPU-' || c, 'real', xid,
+       $start + to_seconds((round(t * 86400 / {STEP_S}) * {STEP_S})::BIGINT), n
+FROM (
+    SELECT c, h, {_PROFILE} AS kind, 8 + c % 25 AS onset
+    FROM (SELECT range AS c, (range * 7919) % 1000 AS h FROM range($cards))
+) cards,
+LATERAL (
+    -- the five memory XIDs exported at 0 from the exporter's start
+    SELECT x AS xid, 0.0 AS t, 0 AS n FROM (VALUES (48), (63), (64), (94), (95)) v(x)
+    WHERE kind <> 'kunlun'
+    UNION ALL  -- failing degrading cards: XID 94 with the uncorrectable error, then 63
+    SELECT x, onset + 17 + c % 4 + d, 1 FROM (VALUES (94, 0.01), (63, 0.05)) v(x, d)
+    WHERE kind = 'degrading' AND h < 30
+    UNION ALL  -- XID-only faults on flat cards: 48 at day 15 + c % 10, restart 2 days later
+    SELECT 48, 15 + c % 10 + d, n FROM (VALUES (0.0, 1), (2.0, 0)) v(d, n)
+    WHERE kind = 'flat' AND h BETWEEN 306 AND 330
+    UNION ALL  -- application XID 13 noise, one more line a day
+    SELECT 13, d, d FROM range(1, $days) r(d) WHERE kind = 'flat' AND h BETWEEN 400 AND 500
+)
+WHERE t < $days
+"""
+
+
+def generate(db: Database, cards: int, days: int, end: datetime) -> tuple[int, int]:
+    """Insert ``cards`` x ``days`` of 5-minute samples ending at ``end`` and the XID rows;
+    returns the two row counts."""
     start = to_naive_utc(end - timedelta(days=days))
     per_day = 86400 // STEP_S
     for day in range(days):
         db.execute(_ROWS, {"start": start, "i0": day * per_day, "i1": (day + 1) * per_day,
                            "cards": cards})
-    return int(db.fetchone("SELECT count(*) FROM gpu_health_samples")[0])
+    db.execute(_XIDS, {"start": start, "cards": cards, "days": days})
+    return (int(db.fetchone("SELECT count(*) FROM gpu_health_samples")[0]),
+            int(db.fetchone("SELECT count(*) FROM gpu_health_xid_samples")[0]))
 
 
 def plant_predictions(db: Database, version: str, cards: int, now: datetime,
@@ -108,6 +141,7 @@ def measure(db: Database, rows: int, cards: int) -> bool:
     started = time.perf_counter()
     report = worker.tick(now)
     tick_s = time.perf_counter() - started
+    print(f"rule set {ruleset.version}")
     print(f"tick (backfill + predict): {tick_s:.2f} s (target < 10 s), "
           f"{rows / tick_s:,.0f} stored rows/s; {planted} planted pending, resolved "
           f"{report.resolved}, evaluated {report.evaluated}, "
@@ -118,6 +152,7 @@ def measure(db: Database, rows: int, cards: int) -> bool:
     stats_s = time.perf_counter() - started
     w7 = stats["windows"][0]
     print(f"prediction_stats: {stats_s:.2f} s (target < 2 s), {rows / stats_s:,.0f} stored rows/s; "
+          f"fault events {','.join(w7['fault_events'])}; "
           f"7d: {w7['predictions']}, faulty {w7['faulty_cards']}, "
           f"predicted {w7['predicted_faulty_cards']}, monitorable {w7['monitorable_cards']}, "
           f"exposure {w7['exposure_card_days']:,.0f} card-days")
@@ -139,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             path.unlink()
         db = Database(path)
         started = time.perf_counter()
-        rows = generate(db, cards, days, END)
-        print(f"generated {rows:,} rows ({cards} cards x {days} days of 5-minute samples) "
-              f"in {time.perf_counter() - started:.1f} s (not timed)")
+        rows, xid_rows = generate(db, cards, days, END)
+        print(f"generated {rows:,} rows ({cards} cards x {days} days of 5-minute samples) and "
+              f"{xid_rows:,} XID rows in {time.perf_counter() - started:.1f} s (not timed)")
         ok = measure(db, rows, cards)
         db.close()
     print("targets met" if ok else "TARGETS MISSED")

@@ -125,6 +125,7 @@ class EvaluatorApp:
                           max_response_bytes=cfg.scrape.max_response_bytes, clock=self.clock)
         await scraper.__aenter__()
         ingestor = Ingestor(self.db, self.cache, keepalive=timedelta(seconds=cfg.keepalive_seconds),
+                            source=cfg.ingest_source,
                             metrics=self.metrics, on_written=self.retention.note_written)
         self.pipeline = IngestPipeline(targets=lambda: self.discovery.targets, scraper=scraper,
                                        ingestor=ingestor, clock=self.clock, metrics=self.metrics)

@@ -1,4 +1,4 @@
-"""The write-dedup cache (reference: "写入去重缓存"): per card, the latest row confirmed in the DB.
+"""The write-dedup cache (reference: "写入去重缓存"): per series, the latest row confirmed in DB.
 
 The cache only ever answers "this scrape can safely be skipped"; the store stays the authority:
 
@@ -8,23 +8,41 @@ The cache only ever answers "this scrape can safely be skipped"; the store stays
 - entries are bounded (``max_entries``, least recently used evicted first) and idle ones (not
   looked up or confirmed for ``idle``) are dropped, so cards that left the fleet do not pin memory.
 
-Time comes from the caller (``now``), never from a clock read here.
+One LRU implementation (:class:`RowCache`) serves two row kinds: :class:`DedupCache` holds the
+latest ``gpu_health_samples`` row per card, :class:`XidDedupCache` the latest
+``gpu_health_xid_samples`` row per (card, XID code). Time comes from the caller (``now``), never
+from a clock read here.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Final, Generic, Protocol, TypeVar
 
+from evaluator.ingest_xid import XidKey, XidSample
 from evaluator.model import CardKey, Sample
 
 DEFAULT_MAX_ENTRIES: Final = 4096  # 512 nodes x 8 cards
 DEFAULT_IDLE: Final = timedelta(minutes=30)
+# XID series per card in the cache's sizing: the exporter exports the five memory XIDs from its
+# start, and a card rarely logs more than a few other codes.
+XID_SERIES_PER_CARD: Final = 8
+
+K = TypeVar("K")
+K_co = TypeVar("K_co", covariant=True)
 
 
-class DedupCache:
-    """LRU map CardKey -> (confirmed latest row, last use). Not thread-safe: use from one loop."""
+class _Keyed(Protocol[K_co]):
+    @property
+    def key(self) -> K_co: ...
+
+
+R = TypeVar("R", bound=_Keyed)
+
+
+class RowCache(Generic[K, R]):
+    """LRU map key -> (confirmed latest row, last use). Not thread-safe: use from one loop."""
 
     def __init__(
         self, max_entries: int = DEFAULT_MAX_ENTRIES, idle: timedelta = DEFAULT_IDLE
@@ -33,7 +51,7 @@ class DedupCache:
             raise ValueError("max_entries must be >= 1")
         self.max_entries = max_entries
         self.idle = idle
-        self._entries: OrderedDict[CardKey, tuple[Sample, datetime]] = OrderedDict()
+        self._entries: OrderedDict[K, tuple[R, datetime]] = OrderedDict()
         self.hits = 0
         self.misses = 0
         self.evicted_capacity = 0
@@ -45,7 +63,7 @@ class DedupCache:
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
-    def get(self, key: CardKey, now: datetime) -> Sample | None:
+    def get(self, key: K, now: datetime) -> R | None:
         """The confirmed latest row of ``key`` (counts a hit or a miss, refreshes its use)."""
         entry = self._entries.get(key)
         if entry is None:
@@ -56,15 +74,16 @@ class DedupCache:
         self._entries.move_to_end(key)
         return entry[0]
 
-    def confirm(self, row: Sample, now: datetime) -> None:
-        """Record ``row`` as its card's latest row (call only after the store reported it)."""
-        self._entries[row.key] = (row, now)
-        self._entries.move_to_end(row.key)
+    def confirm(self, row: R, now: datetime) -> None:
+        """Record ``row`` as its series' latest row (call only after the store reported it)."""
+        key: K = row.key
+        self._entries[key] = (row, now)
+        self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
             self.evicted_capacity += 1
 
-    def forget(self, key: CardKey) -> None:
+    def forget(self, key: K) -> None:
         self._entries.pop(key, None)
 
     def evict_idle(self, now: datetime) -> int:
@@ -80,3 +99,16 @@ class DedupCache:
             dropped += 1
         self.evicted_idle += dropped
         return dropped
+
+
+class DedupCache(RowCache[CardKey, Sample]):
+    """Latest confirmed ``gpu_health_samples`` row per card."""
+
+
+class XidDedupCache(RowCache[XidKey, XidSample]):
+    """Latest confirmed ``gpu_health_xid_samples`` row per (card, XID code)."""
+
+    @classmethod
+    def sized_for(cls, cards: DedupCache) -> XidDedupCache:
+        """A cache for the XID series of as many cards as ``cards`` holds, same idle time."""
+        return cls(cards.max_entries * XID_SERIES_PER_CARD, cards.idle)

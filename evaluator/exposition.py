@@ -17,6 +17,7 @@ that lacks ``_total``; the contract's counters already end in ``_total``).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Collection
 from typing import NamedTuple
 
@@ -95,10 +96,13 @@ def _check_comment(line: str) -> None:
         raise ValueError("TYPE line needs a metric name and one of " + ", ".join(sorted(_TYPES)))
 
 
-def parse_samples(text: str, wanted: Collection[str] | None = None) -> list[RawSample]:
+def parse_samples(text: str, wanted: Collection[str] | None = None,
+                  unused: Counter[str] | None = None) -> list[RawSample]:
     """Validate every line of ``text``; return the samples named in ``wanted`` (None: all).
 
-    Raises :class:`ParseError` naming the first bad line (1-based) and showing its start.
+    ``unused``, when given, counts the other sample lines by metric name (validated, not
+    decoded), so callers can say what they ignored. Raises :class:`ParseError` naming the first
+    bad line (1-based) and showing its start.
     """
     samples: list[RawSample] = []
     match_line = _SAMPLE_RE.fullmatch
@@ -120,8 +124,11 @@ def parse_samples(text: str, wanted: Collection[str] | None = None) -> list[RawS
             if wanted is None or name in wanted:
                 labels = _parse_labels(label_text) if label_text else {}
                 samples.append(RawSample(name, labels, value))
-            elif label_text and _LABEL_SET_RE.fullmatch(label_text) is None:
-                raise ValueError("invalid label set")
+            else:
+                if label_text and _LABEL_SET_RE.fullmatch(label_text) is None:
+                    raise ValueError("invalid label set")
+                if unused is not None:
+                    unused[name] += 1
         except ValueError as exc:
             preview = line[:_MAX_LINE_PREVIEW]
             raise ParseError(f"line {number}: {exc}: {preview!r}", reason="parse") from exc

@@ -2,10 +2,15 @@
 
 Per cycle the store sees at most:
 - one SELECT, for every card the cache missed (``latest_rows`` with all their keys, reading
-  only rows young enough to matter to the write rule), and
-- one write (one INSERT of all rows to write, plus the node upsert in the same transaction when a
-  node is new, changed tenant/target, or its ``last_seen`` is a keepalive period old).
+  only rows young enough to matter to the write rule);
+- one SELECT for every XID series (card, XID code) the XID cache missed (``latest_xid_rows``);
+- one write (one INSERT of all sample rows, one INSERT of all XID rows, plus the node upsert, in
+  one transaction when there is more than one statement: see ``store/cycles.py``).
 With unchanged counters and a warm cache that is zero statements.
+
+XID counts are written for every card that exports them, also when its five counters are all
+unknown (those cards get no ``gpu_health_samples`` row, as before): a known XID count is data.
+XID write decisions are counted in ``write_decisions_total`` with ``xid_*`` reasons.
 
 The cache is filled only with rows the store reported: the SELECT's result, and the rows of a
 batch after its INSERT returned. A failed SELECT or INSERT raises out of :meth:`Ingestor.ingest`
@@ -21,8 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from evaluator.dedup import DedupCache
+from evaluator.dedup import DedupCache, XidDedupCache
 from evaluator.ingest_rule import Reason, decide
+from evaluator.ingest_xid import XidKey, XidReason, XidSample, decide_xid
 from evaluator.model import CardKey, Sample
 from evaluator.scrape import ScrapeResult
 from evaluator.selfmetrics import SelfMetrics
@@ -30,6 +36,7 @@ from evaluator.store.cycles import write_cycle
 from evaluator.store.db import Database
 from evaluator.store.maintenance import NodeRecord
 from evaluator.store.samples import latest_rows
+from evaluator.store.xid_samples import latest_xid_rows
 from gpu_health.contract import SOURCE_REAL
 
 log = logging.getLogger(__name__)
@@ -47,6 +54,10 @@ class CycleReport:
     selects: int = 0
     rows_written: int = 0
     nodes_written: int = 0
+    xid_series: int = 0
+    xid_hits: int = 0
+    xid_misses: int = 0
+    xid_rows_written: int = 0
     decisions: Counter[str] = field(default_factory=Counter)
 
 
@@ -55,9 +66,12 @@ class Ingestor:
 
     def __init__(self, db: Database, cache: DedupCache, *, keepalive: timedelta,
                  metrics: SelfMetrics | None = None,
-                 on_written: Callable[[int], None] | None = None) -> None:
+                 on_written: Callable[[int], None] | None = None,
+                 xid_cache: XidDedupCache | None = None, source: str = SOURCE_REAL) -> None:
         self.db = db
+        self.source = source  # 'real' except in the demo driven by fake vendor tools
         self.cache = cache
+        self.xid_cache = XidDedupCache.sized_for(cache) if xid_cache is None else xid_cache
         self.keepalive = keepalive
         self.metrics = metrics
         self.on_written = on_written  # called with the number of real rows after each commit
@@ -65,7 +79,27 @@ class Ingestor:
 
     async def ingest(self, results: Sequence[ScrapeResult]) -> CycleReport:
         report = CycleReport(targets=len(results))
-        readings = self._readings(results, report)
+        xids = await self._xids_to_write(_xid_readings(results, self.source), report)
+        to_write = await self._samples_to_write(self._readings(results, report), report)
+        nodes = self._nodes_due(results)
+        if to_write or nodes or xids:
+            await self.db.run(write_cycle, self.db, to_write, nodes, xids)
+            for row in to_write:
+                self.cache.confirm(row, row.sampled_at)
+            for xid_row in xids:
+                self.xid_cache.confirm(xid_row, xid_row.sampled_at)
+            self._nodes.update((n.node_id, n) for n in nodes)
+            report.rows_written = len(to_write)
+            report.nodes_written = len(nodes)
+            report.xid_rows_written = len(xids)
+            if self.on_written is not None and to_write:
+                self.on_written(len(to_write))
+        self._count(report)
+        return report
+
+    async def _samples_to_write(self, readings: dict[CardKey, Sample],
+                                report: CycleReport) -> list[Sample]:
+        """The sample rows the write rule keeps; at most one SELECT for all cache misses."""
         to_write: list[Sample] = []
         missed: list[Sample] = []
         for key, sample in readings.items():
@@ -77,7 +111,7 @@ class Ingestor:
                 self._decide(sample, cached, to_write, report)
         report.misses = len(missed)
         if missed:
-            report.selects = 1
+            report.selects += 1
             # Rows older than the keepalive cannot stop a write, so the lookup skips them.
             since = min(s.sampled_at for s in missed) - self.keepalive
             stored = await self.db.run(latest_rows, self.db, [s.key for s in missed], since)
@@ -86,18 +120,7 @@ class Ingestor:
                 if row is not None:
                     self.cache.confirm(row, sample.sampled_at)
                 self._decide(sample, row, to_write, report)
-        nodes = self._nodes_due(results)
-        if to_write or nodes:
-            await self.db.run(write_cycle, self.db, to_write, nodes)
-            for row in to_write:
-                self.cache.confirm(row, row.sampled_at)
-            self._nodes.update((n.node_id, n) for n in nodes)
-            report.rows_written = len(to_write)
-            report.nodes_written = len(nodes)
-            if self.on_written is not None and to_write:
-                self.on_written(len(to_write))
-        self._count(report)
-        return report
+        return to_write
 
     def _readings(self, results: Sequence[ScrapeResult], report: CycleReport) -> dict[
             CardKey, Sample]:
@@ -113,9 +136,37 @@ class Ingestor:
                     # Dropped before any DB access, as the reference requires.
                     report.decisions[Reason.ALL_UNKNOWN] += 1
                     continue
-                key = CardKey(node, card.gpu_index, SOURCE_REAL)
+                key = CardKey(node, card.gpu_index, self.source)
                 readings[key] = Sample(key, card.gpu_uuid, result.scraped_at, card.counters)
         return readings
+
+    async def _xids_to_write(self, scraped: list[XidSample],
+                             report: CycleReport) -> list[XidSample]:
+        """The XID rows the write rule keeps; at most one SELECT for all cache misses."""
+        report.xid_series = len(scraped)
+        latest: dict[XidKey, XidSample | None] = {}
+        missed: list[XidKey] = []
+        for row in scraped:
+            cached = self.xid_cache.get(row.key, row.sampled_at)
+            latest[row.key] = cached
+            if cached is None:
+                missed.append(row.key)
+        report.xid_hits, report.xid_misses = len(scraped) - len(missed), len(missed)
+        if missed:
+            report.selects += 1
+            stored = await self.db.run(latest_xid_rows, self.db, missed)
+            for row in scraped:
+                found = stored.get(row.key)
+                if found is not None:
+                    self.xid_cache.confirm(found, row.sampled_at)
+                    latest[row.key] = found
+        to_write: list[XidSample] = []
+        for row in scraped:
+            reason = decide_xid(row, latest[row.key])
+            report.decisions[reason] += 1
+            if reason is not XidReason.UNCHANGED:
+                to_write.append(row)
+        return to_write
 
     def _decide(self, sample: Sample, latest: Sample | None, to_write: list[Sample],
                 report: CycleReport) -> None:
@@ -140,7 +191,7 @@ class Ingestor:
         return list(due.values())
 
     def evict_idle(self, now: datetime) -> int:
-        return self.cache.evict_idle(now)
+        return self.cache.evict_idle(now) + self.xid_cache.evict_idle(now)
 
     def _count(self, report: CycleReport) -> None:
         m = self.metrics
@@ -152,5 +203,18 @@ class Ingestor:
         if report.misses:
             m.cache_misses.inc(report.misses)
         if report.rows_written:
-            m.rows_written.labels(SOURCE_REAL).inc(report.rows_written)
+            m.rows_written.labels(self.source).inc(report.rows_written)
         m.cache_entries.set(len(self.cache))
+
+
+def _xid_readings(results: Sequence[ScrapeResult], source: str) -> list[XidSample]:
+    """Every known XID count of every card of the targets that answered."""
+    rows: list[XidSample] = []
+    for result in results:
+        if not result.ok:
+            continue
+        node = result.target.node_id
+        for card in result.extraction.cards:
+            rows += [XidSample(XidKey(node, card.gpu_index, source, xid), card.gpu_uuid,
+                               result.scraped_at, count) for xid, count in card.xids]
+    return rows

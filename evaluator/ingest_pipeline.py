@@ -46,9 +46,10 @@ class IngestPipeline:
         self.last_duration = time.perf_counter() - started
         self.last_report = report
         self._record_cycle(report, self.last_duration)
-        log.debug("cycle: %d/%d targets up, %d cards, %d rows written, %d selects in %.3fs",
-                  report.targets_up, report.targets, report.cards, report.rows_written,
-                  report.selects, self.last_duration)
+        log.debug("cycle: %d/%d targets up, %d cards, %d rows (%d XID rows) written, %d selects "
+                  "in %.3fs", report.targets_up, report.targets, report.cards,
+                  report.rows_written, report.xid_rows_written, report.selects,
+                  self.last_duration)
         return report
 
     def _record_targets(self, results: Sequence[ScrapeResult]) -> None:

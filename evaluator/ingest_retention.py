@@ -2,7 +2,8 @@
 
 Reference: cleanup runs once per 5000 real writes (rows), in its own task with its own timeout,
 never inside a scrape cycle, and never in a deployment that writes nothing (most of them). A
-run deletes samples older than ``retention_days`` (GPU_HEALTH_RETENTION_DAYS, validated in
+run deletes samples (and XID samples, keeping each XID series' newest row) older than
+``retention_days`` (GPU_HEALTH_RETENTION_DAYS, validated in
 settings: a typo falls back to 180, it never turns into "delete everything").
 """
 
@@ -73,11 +74,11 @@ class Retention:
             if self.metrics is not None:
                 self.metrics.loop_error("retention", str(reason))
             return
-        log.info("retention cleanup deleted %d sample rows older than %s", deleted,
-                 cutoff.isoformat())
+        log.info("retention cleanup deleted %d sample rows and %d XID sample rows older than %s",
+                 deleted.samples, deleted.xid_samples, cutoff.isoformat())
         self._result("ok")
-        if self.metrics is not None and deleted:
-            self.metrics.cleanup_deleted.inc(deleted)
+        if self.metrics is not None and deleted.total:
+            self.metrics.cleanup_deleted.inc(deleted.total)
 
     def _result(self, result: str) -> None:
         if self.metrics is not None:

@@ -20,8 +20,10 @@ from typing import Any, Final
 
 import yaml
 
+from evaluator.settings_alerting import AlertingConfig, parse_alerting, parse_external_url
 from evaluator.settings_values import Checker
 from evaluator.targets import TargetGroup, parse_groups
+from gpu_health.contract import SOURCE_REAL
 from gpu_health.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -73,7 +75,7 @@ class DedupConfig:
 @dataclass(frozen=True, slots=True)
 class RulesConfig:
     dir: Path = DEFAULT_RULES_DIR
-    active: str = "v1-ecc-growth"
+    active: str = "v2-ecc-xid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +91,29 @@ class Config:
     listen_port: int = 9836
     dedup: DedupConfig = field(default_factory=DedupConfig)
     keepalive_seconds: float = 300.0
-    alertmanagers: tuple[str, ...] = ()
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
+    web_external_url: str | None = None  # None: http://<listen address>
     rules: RulesConfig = field(default_factory=RulesConfig)
     api_tokens_file: Path | None = None
     retention_days: int = DEFAULT_RETENTION_DAYS
     source: Path | None = None  # the file this came from (None: built-in defaults)
+    # Source label of scraped rows. Not a config-file key: only the demo sets 'simulated', when
+    # it scrapes an exporter driven by the fake vendor tools (fake readings are not real data).
+    ingest_source: str = SOURCE_REAL
 
     @property
     def listen_address(self) -> str:
         host = f"[{self.listen_host}]" if ":" in self.listen_host else self.listen_host
         return f"{host}:{self.listen_port}"
+
+    @property
+    def alertmanagers(self) -> tuple[str, ...]:
+        return self.alerting.alertmanagers
+
+    @property
+    def external_url(self) -> str:
+        """Base URL of this evaluator as others reach it (alert links point here)."""
+        return self.web_external_url or f"http://{self.listen_address}"
 
 
 def default_config(retention_days: int = DEFAULT_RETENTION_DAYS) -> Config:
@@ -166,10 +181,10 @@ def parse_config(
     static, problems = parse_groups(raw.get("static_configs"), "static_configs")
     for problem in problems:
         c.problem(problem)
-    host, port = _listen(c, c.section(raw, "web", ("listen_address",)))
+    web_raw = c.section(raw, "web", ("listen_address", "external_url"))
+    host, port = _listen(c, web_raw)
     dedup_raw = c.section(raw, "dedup", ("max_entries", "idle_seconds"))
     storage_raw = c.section(raw, "storage", ("path",))
-    alert_raw = c.section(raw, "alerting", ("alertmanagers",))
     rules, tokens = _consumers(c, raw, base)
     config = Config(
         scrape=scrape,
@@ -185,7 +200,8 @@ def parse_config(
             idle_seconds=c.duration(dedup_raw, "idle_seconds", "dedup.idle_seconds", 1800.0),
         ),
         keepalive_seconds=c.duration(raw, "keepalive_seconds", "keepalive_seconds", 300.0),
-        alertmanagers=tuple(c.urls(alert_raw, "alertmanagers", "alerting.alertmanagers")),
+        alerting=parse_alerting(c, raw),
+        web_external_url=parse_external_url(c, web_raw),
         rules=rules,
         api_tokens_file=tokens,
         retention_days=retention_days,
@@ -199,7 +215,7 @@ def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesCon
     """Sections read by other parts (rules engine, API): basic types only here."""
     rules_raw = c.section(raw, "rules", ("dir", "active"))
     api_raw = c.section(raw, "api", ("tokens_file",))
-    active = c.string(rules_raw, "active", "rules.active", "v1-ecc-growth")
+    active = c.string(rules_raw, "active", "rules.active", "v2-ecc-xid")
     if _VERSION_RE.fullmatch(active) is None:
         c.problem(f"rules.active: {active!r} is not a rule version name")
     tokens = c.optional_string(api_raw, "tokens_file", "api.tokens_file")

@@ -3,9 +3,12 @@
 - precision (hit rate) = hits / matured, matured = hit + miss; pending and voided stay out;
 - recall = faulty cards predicted before their FIRST fault in the period / all monitorable cards
   with a fault in the period. Faults come from scanning the samples (uncorrectable increase
-  points), not from the predictions, so the misses are in the denominator and listed. Only the
-  first fault counts: a card keeps its "uncorrectable > 0" strong signal after a fault, so later
-  faults would be "predicted" for free and inflate recall;
+  points, plus memory-XID events when the rule set passed in lists ``fault_xids``; without a
+  rule set: ECC-only), not from the predictions, so the misses are in the denominator and
+  listed. Each window says which definition was used (``fault_events``). Only the first fault
+  counts: a card keeps its "uncorrectable > 0" strong signal after a fault, so later faults
+  would be "predicted" for free and inflate recall. Precision stays the frozen per-prediction
+  outcomes (each judged by its own version's definition at backfill);
 - exposure = sum over monitorable cards of (last - first sample) in days; observed days = the
   fleet-wide span between the period's first and last sample;
 - precision, recall and F1 are None (JSON null, never 0) below ``stats_min_matured`` matured
@@ -21,6 +24,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+from evaluator.rules.faults import fault_events
 from evaluator.store.db import Database
 from evaluator.store.stats import Fault, RawStats, raw_stats
 from gpu_health.clock import from_naive_utc
@@ -65,7 +69,9 @@ def prediction_stats(
         raise GpuHealthError(f"unknown source {source!r} (one of {', '.join(SOURCES)})",
                              reason="bad_source")
     start = since if since is not None else now - timedelta(days=retention_days)
-    raw = raw_stats(db, since=start, until=now, source=source, nodes=nodes)
+    fault_xids = ruleset.params.fault_xids if ruleset else ()
+    raw = raw_stats(db, since=start, until=now, source=source, nodes=nodes,
+                    fault_xids=fault_xids)
     min_matured = ruleset.params.stats_min_matured if ruleset else DEFAULT_MIN_MATURED
     min_days = ruleset.params.stats_min_observed_days if ruleset else DEFAULT_MIN_OBSERVED_DAYS
     return {
@@ -120,6 +126,7 @@ def window_stats(raw: RawStats, window_days: int, min_matured: int,
     return {
         "window_days": window_days,
         "rule_versions": list(raw.rule_versions.get(window_days, ())),
+        "fault_events": fault_events(raw.fault_xids),
         "predictions": counts,
         "matured": matured,
         "precision": precision,

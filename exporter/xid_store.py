@@ -26,15 +26,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from gpu_health.contract import MEMORY_XIDS, XID_METRIC
+
 from .model import CardReading
 from .parsers.cells import pci_key
 from .parsers.xid import XidEvent
 
-XID_METRIC = "gpu_health_xid_errors_total"
 READABLE_METRIC = "gpu_health_exporter_xid_log_readable"
 UNMATCHED_METRIC = "gpu_health_exporter_xid_lines_unmatched_total"
 ERRORS_METRIC = "gpu_health_exporter_xid_follow_errors_total"
-PRECREATED_XIDS: tuple[int, ...] = (48, 63, 64, 94, 95)
+PRECREATED_XIDS: tuple[int, ...] = MEMORY_XIDS
 ERROR_REASONS: tuple[str, ...] = (
     "read", "overrun", "timeout", "exit_code", "oversize", "exec", "not_found", "internal")
 MAX_PENDING = 10_000

@@ -68,6 +68,9 @@ async def capabilities(ctx: ApiContext, principal: Principal, query: Query) -> d
             # The growth rule needs the corrected counter; without it (e.g. Kunlunxin) a card can
             # only be backfilled and alerted after the fact (reference, "增速型主信号").
             "growth_prediction_possible": c.collectable["ecc_corrected_total"],
+            # Kernel-log XID counts were stored for the slot: memory XIDs can be fault events
+            # (rule sets with fault_xids, e.g. v2-ecc-xid), for backfill and recall.
+            "xid_collectable": c.xid_collectable,
         }
         for c in cards
     ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
+from evaluator.api.openapi_alerts import ALERT_PATHS, ALERT_SCHEMAS
 from gpu_health import __version__
 from gpu_health.contract import COUNTER_KEYS, SOURCES
 
@@ -97,6 +98,12 @@ _STATS_WINDOW: Final = _obj({
                     "description": "Predictions whose frozen window is this many days."},
     "rule_versions": {"type": "array", "items": STR,
                       "description": "Rule versions of the predictions counted."},
+    "fault_events": {"type": "array", "items": {"type": "string",
+                                                 "pattern": "^(ecc_uncorrected|xid:[0-9]+)$"},
+                     "description": "The fault-event definition recall was computed with "
+                                    "(the active rule set's): ecc_uncorrected, plus xid:<code> "
+                                    "per memory XID it counts. Precision uses each "
+                                    "prediction's frozen outcome."},
     "predictions": _obj(dict.fromkeys(("pending", "hit", "miss", "voided"), INT)),
     "matured": {**INT, "description": "hit + miss (pending and voided excluded)."},
     "precision": _NUMBER_NULL, "recall": _NUMBER_NULL, "f1": _NUMBER_NULL,
@@ -119,6 +126,11 @@ _CARD: Final = _obj({
                                           "stall_minutes."},
     "growth_prediction_possible": {"type": "boolean",
                                    "description": "The corrected ECC counter is collectable."},
+    "xid_collectable": {"type": "boolean",
+                        "description": "Kernel-log XID counts (gpu_health_xid_errors_total) "
+                                       "were stored for this card: memory XIDs can count as "
+                                       "fault events (rule sets with fault_xids). false: none "
+                                       "stored yet (unknown, not 'no XID')."},
 })
 _INCREASE: Final = _obj({
     "increase": _nullable("integer", minimum=0),
@@ -229,15 +241,17 @@ PATHS: Final[dict[str, Schema]] = {
     f"{PREFIX}/prediction-stats": _operation(
         "Precision and recall over 7 and 30 days, side by side",
         "precision = hit / matured (pending and voided excluded); recall = predicted faulty "
-        "cards / all monitorable cards with a real fault (missed cards listed). Ratios are null, "
+        "cards / all monitorable cards with a real fault (missed cards listed; fault_events "
+        "says which events count as faults). Ratios are null, "
         "never 0, while fewer than required_matured predictions matured or fewer than "
         "required_days were observed. since defaults to the retention period.",
         ["source", "since"], "PredictionStats", node=False),
     f"{PREFIX}/capabilities": _operation(
         "Capability matrix derived from samples",
         "Per card: which of the five counters ever had a non-null value (collectable) or not "
-        "(unknown), first/last sample, sample count, collection_stalled, and whether growth "
-        "prediction is possible. Samples dated after now are ignored.",
+        "(unknown), first/last sample, sample count, collection_stalled, whether growth "
+        "prediction is possible, and whether XID counts were collected. Samples dated after "
+        "now are ignored.",
         ["node_id", "source"], "Capabilities", node=True),
     f"{PREFIX}/samples": _operation(
         "Raw samples of one card",
@@ -275,7 +289,7 @@ def document() -> Schema:
                            "returned with source=simulated and never mixed with real data.",
         },
         "security": [{"bearerAuth": []}],
-        "paths": PATHS,
+        "paths": {**PATHS, **ALERT_PATHS},
         "components": {
             "securitySchemes": {"bearerAuth": {
                 "type": "http", "scheme": "bearer",
@@ -284,6 +298,6 @@ def document() -> Schema:
                                "only."}},
             "parameters": PARAMETERS,
             "responses": RESPONSES,
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **ALERT_SCHEMAS},
         },
     })

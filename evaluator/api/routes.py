@@ -5,9 +5,9 @@ request counting) covers exactly the API, including its 404/405s, and nothing el
 application. Each endpoint authenticates first (an unauthenticated caller learns nothing about
 parameters or nodes), then checks the scope, then parses its query strictly.
 
-A later endpoint (``POST /api/v1/gpu-health/alerts/{node}/resolve``, scope ``alerts:write``) is
-added here as one more ``Endpoint``; auth.authenticate / require_scope / node_not_found are the
-same helpers.
+Actions (``POST /api/v1/gpu-health/alerts/{node}/resolve``, scope ``alerts:write``) are
+``Action`` entries of the same table: path variables and a JSON body instead of query parameters
+(any query parameter is refused), with the same authenticate / require_scope / node_not_found.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from evaluator.api import handlers_cards, handlers_predictions
+from evaluator.api import handlers_alerts, handlers_cards, handlers_predictions
 from evaluator.api.auth import (
+    SCOPE_ALERTS_WRITE,
     SCOPE_NODES_READ,
     Principal,
     authenticate,
@@ -31,11 +32,14 @@ from evaluator.api.context import ApiContext, dumps
 from evaluator.api.middleware import ApiMetrics, error_middleware
 from evaluator.api.openapi import PREFIX, document
 from evaluator.api.params import Query
+from gpu_health.errors import ApiError
 
 log = logging.getLogger(__name__)
 
 API_ROOT: Final = "/api/v1"
 EndpointFn = Callable[[ApiContext, Principal, Query], Awaitable[dict[str, Any]]]
+# (context, caller, path variables, parsed JSON body) -> response body
+ActionFn = Callable[[ApiContext, Principal, dict[str, str], object], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +48,21 @@ class Endpoint:
     params: frozenset[str]
     scope: str
     fn: EndpointFn
+    method: str = "GET"
 
 
-ENDPOINTS: Final[tuple[Endpoint, ...]] = (
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A state-changing endpoint: path variables and a JSON body, no query parameters."""
+
+    path: str  # full path with {variables}, as in the OpenAPI document
+    scope: str
+    fn: ActionFn
+    method: str = "POST"
+    params: frozenset[str] = frozenset()
+
+
+ENDPOINTS: Final[tuple[Endpoint | Action, ...]] = (
     Endpoint(f"{PREFIX}/predictions", handlers_predictions.PREDICTIONS_PARAMS,
              SCOPE_NODES_READ, handlers_predictions.predictions),
     Endpoint(f"{PREFIX}/prediction-stats", handlers_predictions.STATS_PARAMS,
@@ -57,6 +73,7 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
              SCOPE_NODES_READ, handlers_cards.samples),
     Endpoint(f"{PREFIX}/ecc-rate", handlers_cards.ECC_RATE_PARAMS,
              SCOPE_NODES_READ, handlers_cards.ecc_rate),
+    Action(f"{PREFIX}/alerts/{{node}}/resolve", SCOPE_ALERTS_WRITE, handlers_alerts.resolve),
 )
 
 
@@ -67,6 +84,29 @@ def _handler(ctx: ApiContext, endpoint: Endpoint) -> Callable[[web.Request], Awa
         require_scope(principal, endpoint.scope)
         query = Query.parse(request.query.items(), endpoint.params)
         return web.json_response(await endpoint.fn(ctx, principal, query), dumps=dumps)
+
+    return handle
+
+
+async def _json_body(request: web.Request) -> object:
+    if not request.can_read_body:
+        raise ApiError(400, 'a JSON body is required, e.g. {"reason": "card replaced"}',
+                       param="reason")
+    try:
+        return await request.json()
+    except ValueError as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}", param="reason") from exc
+
+
+def _action(ctx: ApiContext, action: Action) -> Callable[[web.Request], Awaitable[Any]]:
+    async def handle(request: web.Request) -> web.Response:
+        principal = authenticate(request.headers.get("Authorization"), ctx.tokens,
+                                 ctx.listen_host)
+        require_scope(principal, action.scope)
+        Query.parse(request.query.items(), action.params)
+        body = await _json_body(request)
+        result = await action.fn(ctx, principal, dict(request.match_info), body)
+        return web.json_response(result, dumps=dumps)
 
     return handle
 
@@ -98,6 +138,10 @@ def add_api_routes(app: web.Application, ctx: ApiContext) -> None:
     _log_auth_mode(ctx)
     api = web.Application(middlewares=[error_middleware(ApiMetrics(ctx.registry))])
     for endpoint in ENDPOINTS:
-        api.router.add_get(endpoint.path.removeprefix(API_ROOT), _handler(ctx, endpoint))
+        route = endpoint.path.removeprefix(API_ROOT)
+        if isinstance(endpoint, Action):
+            api.router.add_route(endpoint.method, route, _action(ctx, endpoint))
+        else:
+            api.router.add_get(route, _handler(ctx, endpoint))
     api.router.add_get("/openapi.json", _openapi)
     app.add_subapp(API_ROOT, api)

@@ -4,12 +4,17 @@ The store summarises what happened inside each prediction's window ``(t0, min(wi
 into a :class:`WindowObservation`; :func:`classify` turns that into an outcome with a short
 explanation carrying the numbers. Semantics (reference "命中窗口与回填"):
 
-- hit: an uncorrectable-ECC increase point of the predicted card (same UUID) lies inside the
-  window. Decided as soon as it is seen: nothing later can undo it, and alerts need it early;
+- hit: a fault event of the predicted card (same UUID) lies inside the window: an
+  uncorrectable-ECC increase point, or, when the prediction's OWN rule version lists
+  ``fault_xids`` (v2-ecc-xid), an increase of one of those memory-XID counts
+  (:mod:`evaluator.rules.faults`). Decided as soon as it is seen: nothing later can undo it, and
+  alerts need it early. The earlier of the two events is the one reported;
 - otherwise nothing is decided before ``now >= window_end``. Then:
 - voided: no sample at all in the window (collection stalled, node offline), a sample with a
   different UUID (card swapped), or no sample with a known uncorrectable count (the outcome was
-  never observable: counting it as a miss would turn "unknown" into "no fault");
+  never observable: counting it as a miss would turn "unknown" into "no fault"). XID rows do
+  not make a window observable: they are written on change only, so their absence cannot show
+  that the kernel log was being read;
 - miss: the window is over, it holds known counts of the predicted card, and none increased.
 """
 
@@ -37,9 +42,13 @@ class WindowObservation:
     uncorrected_at_t0: int | None
     max_uncorrected: int | None
     last_sample_at: datetime | None
-    fault_at: datetime | None  # first increase point in the window
+    fault_at: datetime | None  # first uncorrectable increase point in the window
     fault_before: int | None
     fault_after: int | None
+    xid_fault_at: datetime | None = None  # first memory-XID event (version's fault_xids)
+    xid: int | None = None
+    xid_before: int | None = None
+    xid_after: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +64,12 @@ def _ts(value: datetime | None) -> str:
 
 def classify(o: WindowObservation) -> Outcome | None:
     """The outcome, or None while the prediction stays pending."""
+    if o.xid_fault_at is not None and (o.fault_at is None or o.xid_fault_at < o.fault_at):
+        return Outcome(
+            o.prediction_id, "hit",
+            f"memory XID {o.xid} count {o.xid_before} -> {o.xid_after} at "
+            f"{_ts(o.xid_fault_at)}, inside the window",
+        )
     if o.fault_at is not None:
         return Outcome(
             o.prediction_id, "hit",

@@ -6,6 +6,10 @@ predictions are made and with which window, so they are hashed into the rule ver
 only steer the worker (``enabled``, ``scan_interval_minutes``) or the statistics gates
 (``stats_min_*``) and can change without creating a new version: predictions made under either
 value are the same predictions.
+
+``fault_xids`` (which memory XIDs count as fault events, see :mod:`evaluator.rules.faults`) is
+frozen too, but left out of the hashed parameters while it has its default (empty: ECC-only), so
+every version recorded before the parameter existed keeps its hash and its history.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any, Final, Literal
 
-Kind = Literal["bool", "int", "float"]
+from evaluator.rules.faults import MEMORY_XIDS
+
+Kind = Literal["bool", "int", "float", "int_list"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +32,7 @@ class RuleParams:
     """The effective parameters of a rule set (file values plus accepted overrides)."""
 
     enabled: bool
-    scan_interval_minutes: int
+    scan_interval_minutes: float
     window_days: int
     growth_window_hours: int
     baseline_days: int
@@ -37,6 +43,7 @@ class RuleParams:
     boundary_max_age_minutes: int
     stats_min_matured: int
     stats_min_observed_days: int
+    fault_xids: tuple[int, ...] = ()
 
     @property
     def growth_window(self) -> timedelta:
@@ -58,9 +65,11 @@ class RuleParams:
         return asdict(self)
 
     def frozen_dict(self) -> dict[str, Any]:
-        """The parameters hashed into the rule version."""
+        """The parameters hashed into the rule version (keys at their backward-compatible
+        default left out, see the module docstring)."""
         values = self.as_dict()
-        return {key: values[key] for key in FROZEN_KEYS}
+        return {key: _json_value(values[key]) for key in FROZEN_KEYS
+                if key not in HASH_DEFAULTS or values[key] != HASH_DEFAULTS[key]}
 
 
 def _range(lo: float, hi: float | None = None) -> Callable[[Any], str | None]:
@@ -88,6 +97,18 @@ def _positive_finite(value: Any) -> str | None:
     return None
 
 
+def _json_value(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _memory_xids(value: Any) -> str | None:
+    others = [x for x in value if x not in MEMORY_XIDS]
+    if others:
+        return (f"only memory-related XIDs ({', '.join(map(str, MEMORY_XIDS))}) can be fault "
+                f"events, got {', '.join(map(str, others))}")
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class ParamSpec:
     key: str
@@ -99,7 +120,8 @@ class ParamSpec:
 SPECS: Final[tuple[ParamSpec, ...]] = (
     ParamSpec("enabled", "bool", lambda v: None,
               "master switch; a missing key means enabled (fail-open)"),
-    ParamSpec("scan_interval_minutes", "int", _range(1, 1440), "minutes between worker ticks"),
+    ParamSpec("scan_interval_minutes", "float", _range(0.01, 1440),
+              "minutes between worker ticks (fractions allowed: 0.05 = 3 s, for tests)"),
     ParamSpec("window_days", "int", _one_of(7, 30), "hit window N: (t0, t0 + N days]"),
     ParamSpec("growth_window_hours", "int", _range(1, 168), "growth window g"),
     ParamSpec("baseline_days", "int", _range(1, 90), "baseline span B"),
@@ -111,10 +133,14 @@ SPECS: Final[tuple[ParamSpec, ...]] = (
               "oldest sample usable as a boundary value (and freshness of t0)"),
     ParamSpec("stats_min_matured", "int", _range(1), "matured predictions before ratios show"),
     ParamSpec("stats_min_observed_days", "int", _range(1), "observed days before ratios show"),
+    ParamSpec("fault_xids", "int_list", _memory_xids,
+              "memory XIDs whose increase is a fault event next to uncorrectable ECC growth "
+              "(empty: ECC-only)"),
 )
 SPEC_BY_KEY: Final[dict[str, ParamSpec]] = {spec.key: spec for spec in SPECS}
 KEYS: Final[tuple[str, ...]] = tuple(spec.key for spec in SPECS)
-OPTIONAL_KEYS: Final[frozenset[str]] = frozenset({"enabled"})
+# Keys a rule file may leave out, with the value they then have.
+OPTIONAL_KEYS: Final[dict[str, Any]] = {"enabled": True, "fault_xids": ()}
 FROZEN_KEYS: Final[tuple[str, ...]] = (
     "window_days",
     "growth_window_hours",
@@ -124,7 +150,10 @@ FROZEN_KEYS: Final[tuple[str, ...]] = (
     "consecutive_windows",
     "min_samples",
     "boundary_max_age_minutes",
+    "fault_xids",
 )
+# Frozen keys added after versions were recorded: at this value they are not hashed.
+HASH_DEFAULTS: Final[dict[str, Any]] = {"fault_xids": ()}
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -135,6 +164,8 @@ def coerce(key: str, value: Any) -> tuple[Any, str | None]:
     never numbers (YAML ``ratio: true`` is a mistake, not 1)."""
     spec = SPEC_BY_KEY[key]
     typed: Any
+    if spec.kind == "int_list":
+        return _coerce_list(key, value, spec)
     if spec.kind == "bool":
         if isinstance(value, bool):
             return value, None
@@ -152,6 +183,27 @@ def coerce(key: str, value: Any) -> tuple[Any, str | None]:
     except ValueError:
         return None, f"{key}: must be {'an integer' if spec.kind == 'int' else 'a number'}, " \
                      f"got {value!r}"
+    problem = spec.check(typed)
+    return (None, f"{key}: {problem}") if problem else (typed, None)
+
+
+def _coerce_list(key: str, value: Any, spec: ParamSpec) -> tuple[Any, str | None]:
+    """A YAML list of whole numbers, or a comma-separated string from the environment
+    (``48,63`` or empty for none) -> a sorted tuple without duplicates."""
+    items: list[Any]
+    if isinstance(value, str):
+        text = value.strip().removeprefix("[").removesuffix("]")
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        items = [int(p) if p.isascii() and p.isdigit() else p for p in parts]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None, f"{key}: must be a list of whole numbers, got {value!r}"
+    bad = [item for item in items if not isinstance(item, int) or isinstance(item, bool)]
+    if bad:
+        return None, f"{key}: must be a list of whole numbers, got {bad[0]!r} in {value!r}"
+    numbers = {int(item) for item in items}
+    typed = tuple(sorted(numbers))
     problem = spec.check(typed)
     return (None, f"{key}: {problem}") if problem else (typed, None)
 

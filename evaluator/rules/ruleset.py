@@ -38,7 +38,10 @@ from gpu_health.errors import ConfigError
 log = logging.getLogger(__name__)
 
 ENV_PREFIX: Final = "GPU_HEALTH_RULE_"
-DEFAULT_RULE_FILE: Final = Path(__file__).resolve().parents[2] / "rules" / "v1-ecc-growth.yaml"
+RULES_DIR: Final = Path(__file__).resolve().parents[2] / "rules"
+# The default active rule set (evaluator/settings.py ``rules.active`` names the same version).
+DEFAULT_VERSION: Final = "v2-ecc-xid"
+DEFAULT_RULE_FILE: Final = RULES_DIR / f"{DEFAULT_VERSION}.yaml"
 _VERSION_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -119,7 +122,8 @@ def _parse_file(text: str, origin: str) -> tuple[dict[str, Any], str]:
         )
     unknown = sorted(str(k) for k in raw if k != "version" and k not in KEYS)
     problems += [f"{key}: unknown key" for key in unknown]
-    values: dict[str, Any] = {"enabled": True}  # fail-open: a missing switch means on
+    # Optional keys: a missing `enabled` means on (fail-open), missing `fault_xids` ECC-only.
+    values: dict[str, Any] = dict(OPTIONAL_KEYS)
     for key in KEYS:
         if key not in raw:
             if key not in OPTIONAL_KEYS:

@@ -136,14 +136,16 @@ class CardCapability:
     first_sample_at: datetime
     last_sample_at: datetime
     sample_count: int
+    xid_collectable: bool = False  # any gpu_health_xid_samples row (same slot and source)
 
 
 def capabilities(
     db: Database, *, source: str, now: datetime, node_id: str | None = None,
     tenants: Sequence[str] | None = None,
 ) -> tuple[CardCapability, ...]:
-    """One GROUP BY over all cards of ``source`` with samples at or before ``now`` (a sample
-    from the future, e.g. a skewed agent clock, must not hide a collection stall)."""
+    """One statement over all cards of ``source`` with samples at or before ``now`` (a sample
+    from the future, e.g. a skewed agent clock, must not hide a collection stall): a GROUP BY
+    over the samples, and whether the slot has any XID sample (at or before ``now``)."""
     params: dict[str, Any] = {"source": source, "now": to_naive_utc(now)}
     conditions = ["source = $source", "sampled_at <= $now"]
     if node_id is not None:
@@ -154,19 +156,25 @@ def capabilities(
     rows = db.fetchall(
         # arg_max_null: the UUID of the newest row even when that row has none (arg_max would
         # skip NULLs and report an older card's UUID as current).
-        f"SELECT node_id, gpu_index, arg_max_null(gpu_uuid, sampled_at), {counts}, "
-        f"min(sampled_at), max(sampled_at), count(*) FROM gpu_health_samples WHERE {where} "
-        "GROUP BY node_id, gpu_index ORDER BY node_id, gpu_index",
+        f"""WITH c AS (
+            SELECT node_id, gpu_index, arg_max_null(gpu_uuid, sampled_at), {counts},
+                   min(sampled_at), max(sampled_at), count(*)
+            FROM gpu_health_samples WHERE {where} GROUP BY node_id, gpu_index),
+        x AS (SELECT DISTINCT node_id, gpu_index FROM gpu_health_xid_samples WHERE {where})
+        SELECT c.*, x.node_id IS NOT NULL FROM c
+        LEFT JOIN x ON x.node_id = c.node_id AND x.gpu_index = c.gpu_index
+        ORDER BY c.node_id, c.gpu_index""",
         params,
     )
     result = []
     for node, index, uuid, *rest in rows:
-        known, (first, last, count) = rest[: len(COUNTER_KEYS)], rest[len(COUNTER_KEYS):]
+        n = len(COUNTER_KEYS)
+        known, (first, last, count, xid) = rest[:n], rest[n:]
         result.append(CardCapability(
             node_id=str(node), gpu_index=int(index), gpu_uuid=None if uuid is None else str(uuid),
             collectable={k: n > 0 for k, n in zip(COUNTER_KEYS, known, strict=True)},
             first_sample_at=from_naive_utc(first), last_sample_at=from_naive_utc(last),
-            sample_count=int(count),
+            sample_count=int(count), xid_collectable=bool(xid),
         ))
     return tuple(result)
 

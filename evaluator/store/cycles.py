@@ -1,4 +1,4 @@
-"""One scrape cycle's writes as one transaction: the sample batch plus changed node records.
+"""One scrape cycle's writes as one transaction: samples, XID samples and changed node records.
 
 A cycle commits whole or not at all, so a crash (even ``kill -9``) mid-cycle loses at most that
 cycle and the file reopens cleanly (DuckDB replays or discards the WAL on open). Nothing to
@@ -7,28 +7,35 @@ write means no statement at all: the steady state must cost zero DB statements.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from evaluator.ingest_xid import XidSample
 from evaluator.model import Sample
 from evaluator.store.db import Database
 from evaluator.store.maintenance import NodeRecord, upsert_nodes
 from evaluator.store.samples import insert_samples
+from evaluator.store.xid_samples import insert_xid_samples
 
 
-def write_cycle(db: Database, samples: Sequence[Sample], nodes: Sequence[NodeRecord] = ()) -> int:
-    """Insert ``samples`` and upsert ``nodes`` atomically; returns the number of sample rows.
+def write_cycle(db: Database, samples: Sequence[Sample], nodes: Sequence[NodeRecord] = (),
+                xids: Sequence[XidSample] = ()) -> int:
+    """Insert ``samples`` and ``xids`` and upsert ``nodes`` atomically; returns the number of
+    sample rows.
 
-    A lone batch is a single statement (already atomic), so BEGIN/COMMIT are only added when
-    there are two statements to bind together.
+    Each non-empty batch is a single statement (already atomic), so BEGIN/COMMIT are only added
+    when there are two or more statements to bind together.
     """
-    if not samples and not nodes:
-        return 0
-    if not nodes:
-        return insert_samples(db, samples)
-    if not samples:
-        upsert_nodes(db, nodes)
-        return 0
-    with db.transaction():
-        written = insert_samples(db, samples)
-        upsert_nodes(db, nodes)
-    return written
+    steps: list[Callable[[], object]] = []
+    if samples:
+        steps.append(lambda: insert_samples(db, samples))
+    if xids:
+        steps.append(lambda: insert_xid_samples(db, xids))
+    if nodes:
+        steps.append(lambda: upsert_nodes(db, nodes))
+    if len(steps) == 1:
+        steps[0]()
+    elif steps:
+        with db.transaction():
+            for step in steps:
+                step()
+    return len(samples)

@@ -3,6 +3,9 @@
 Every function is one statement (or one transaction) over :class:`Database`; callers in async
 code go through ``Database.run``. ``delete_samples_before_async`` adds a timeout that really stops
 the DELETE (DuckDB ``interrupt()`` on the cursor running it) instead of leaving a thread busy.
+Retention and the simulated purge cover both sample tables (``gpu_health_samples`` and
+``gpu_health_xid_samples``); retention keeps each XID series' newest row (see
+``xid_samples.delete_xid_samples_before``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any
 import duckdb
 
 from evaluator.store.db import Database
+from evaluator.store.xid_samples import TABLE as XID_TABLE
+from evaluator.store.xid_samples import delete_xid_samples_before
 from gpu_health.clock import to_naive_utc
 from gpu_health.contract import SOURCE_SIMULATED
 from gpu_health.errors import StoreError
@@ -55,16 +60,32 @@ def upsert_nodes(db: Database, nodes: Sequence[NodeRecord]) -> int:
     return len(nodes)
 
 
-def delete_samples_before(db: Database, cutoff: datetime) -> int:
-    """Retention: delete samples (both sources) sampled strictly before ``cutoff``."""
-    # DuckDB answers a DELETE with one row holding the number of rows it removed.
-    result = db.fetchall(
-        "DELETE FROM gpu_health_samples WHERE sampled_at < ?", [to_naive_utc(cutoff)]
-    )
-    return int(result[0][0]) if result else 0
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """Rows one retention run removed, per table."""
+
+    samples: int
+    xid_samples: int
+
+    @property
+    def total(self) -> int:
+        return self.samples + self.xid_samples
 
 
-async def delete_samples_before_async(db: Database, cutoff: datetime, timeout: float) -> int:
+def delete_samples_before(db: Database, cutoff: datetime) -> Deleted:
+    """Retention: delete samples and XID samples (both sources) sampled strictly before
+    ``cutoff``, in one transaction (an interrupted run deletes nothing)."""
+    with db.transaction():
+        # DuckDB answers a DELETE with one row holding the number of rows it removed.
+        result = db.fetchall(
+            "DELETE FROM gpu_health_samples WHERE sampled_at < ?", [to_naive_utc(cutoff)]
+        )
+        xids = delete_xid_samples_before(db, cutoff)
+    return Deleted(int(result[0][0]) if result else 0, xids)
+
+
+async def delete_samples_before_async(db: Database, cutoff: datetime,
+                                      timeout: float) -> Deleted:
     """:func:`delete_samples_before` with a timeout that interrupts the query on expiry.
 
     Raises ``TimeoutError`` after interrupting the statement if it had started (DuckDB then
@@ -73,7 +94,7 @@ async def delete_samples_before_async(db: Database, cutoff: datetime, timeout: f
     running: dict[str, Any] = {}
     started = threading.Event()
 
-    def work() -> int:
+    def work() -> Deleted:
         running["cursor"] = db.cursor()
         started.set()
         return delete_samples_before(db, cutoff)
@@ -91,11 +112,13 @@ async def delete_samples_before_async(db: Database, cutoff: datetime, timeout: f
 
 
 def purge_simulated(db: Database) -> int:
-    """Delete every ``source='simulated'`` sample and prediction; real rows are never touched."""
+    """Delete every ``source='simulated'`` sample, XID sample and prediction; real rows are never
+    touched. Returns the number of (non-XID) sample rows deleted."""
     with db.transaction():
         samples = db.fetchall(
             "DELETE FROM gpu_health_samples WHERE source = ?", [SOURCE_SIMULATED]
         )
+        db.execute(f"DELETE FROM {XID_TABLE} WHERE source = ?", [SOURCE_SIMULATED])
         db.execute("DELETE FROM gpu_health_predictions WHERE source = ?", [SOURCE_SIMULATED])
     return int(samples[0][0]) if samples else 0
 

@@ -70,4 +70,56 @@ CREATE TABLE gpu_health_nodes (
 )""",
         ),
     ),
+    (
+        2,
+        "GPU_FAULT_PREDICTED alert state and its audit trail",
+        (
+            # One row per alert ever opened. At most one row per node has closed_at NULL (the
+            # opening INSERT checks it in the same statement). No index besides the key: the
+            # table holds a few rows per node and DuckDB ART indexes block later ALTER TABLEs.
+            """
+CREATE TABLE gpu_health_alerts (
+    id VARCHAR PRIMARY KEY,
+    node_id VARCHAR NOT NULL,
+    tenant VARCHAR,
+    prediction_id VARCHAR NOT NULL,
+    opened_at TIMESTAMP NOT NULL,
+    last_sent_at TIMESTAMP,
+    node_absent_since TIMESTAMP,
+    closed_at TIMESTAMP,
+    closed_by VARCHAR,
+    close_reason VARCHAR,
+    end_sent_at TIMESTAMP
+)""",
+            """
+CREATE TABLE gpu_health_alert_audit (
+    happened_at TIMESTAMP NOT NULL,
+    actor VARCHAR NOT NULL,
+    action VARCHAR NOT NULL CHECK (action IN ('open', 'resolve', 'close_node_removed')),
+    node_id VARCHAR NOT NULL,
+    alert_id VARCHAR NOT NULL,
+    reason VARCHAR NOT NULL
+)""",
+        ),
+    ),
+    (
+        3,
+        "XID counter samples (change-only per card and XID code)",
+        (
+            # No index: DuckDB's ART indexes only serve constant point lookups (not the joins
+            # and window scans run here), they slow every insert and block ALTER TABLE; the
+            # table is small (change-only, no keep-alive rows) and row groups are skipped by
+            # their sampled_at zone maps.
+            """
+CREATE TABLE gpu_health_xid_samples (
+    node_id VARCHAR NOT NULL,
+    gpu_index INTEGER NOT NULL,
+    gpu_uuid VARCHAR,
+    source VARCHAR NOT NULL CHECK (source IN ('real', 'simulated')),
+    xid INTEGER NOT NULL CHECK (xid >= 0),
+    sampled_at TIMESTAMP NOT NULL,
+    count BIGINT NOT NULL CHECK (count >= 0)
+)""",
+        ),
+    ),
 )

@@ -5,10 +5,18 @@
    first/last sample (exposure, observed span), min/max uncorrectable count;
 3. the fault-event scan: ``lag()`` over the known uncorrectable counts, run ONLY for the cards
    whose count moved in the period (max > min from query 2: a card whose count never changed has
-   no increase point), joined to the predictions whose window held the card's first fault.
+   no increase point), plus, when the definition lists ``fault_xids``, the memory-XID events
+   (``xid_samples.XID_EVENT``) of those codes in the period; the card's first event of either
+   kind is joined to the predictions whose window held it.
+
+ECC events need both rows in the period (the first sample of a card in the period has no
+predecessor there). An XID event's predecessor may lie before the period: XID rows are written
+on change only, so the previous count is usually older than the period start. XID events of
+cards that are not monitorable (no known counter in the period) are dropped, as ECC ones are.
 
 The reference design recalled per card in a loop and admitted it would not scale; here the
-window-function pass touches only the few cards that actually had a fault.
+window-function passes touch only the few cards that actually had a fault and the small,
+change-only XID table.
 """
 
 from __future__ import annotations
@@ -19,13 +27,16 @@ from datetime import datetime
 from typing import Any
 
 from evaluator.store.db import Database
+from evaluator.store.xid_samples import TABLE as XID_TABLE
+from evaluator.store.xid_samples import XID_EVENT, XID_PREV
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import COUNTER_KEYS
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """A monitorable card's first uncorrectable-ECC increase point in the period."""
+    """A monitorable card's first fault event in the period (uncorrectable-ECC increase point,
+    or memory-XID event of the definition's ``fault_xids``)."""
 
     node_id: str
     gpu_index: int
@@ -45,6 +56,7 @@ class RawStats:
     first_sample: datetime | None
     last_sample: datetime | None
     faults: tuple[Fault, ...]
+    fault_xids: tuple[int, ...] = ()  # the fault definition used (empty: ECC-only)
 
 
 def _node_filter(nodes: frozenset[str] | None, column: str = "node_id") -> str:
@@ -61,9 +73,11 @@ def _base_params(since: datetime, until: datetime, source: str,
 
 
 def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
-              nodes: frozenset[str] | None) -> RawStats:
-    """All numbers for one period [since, until] of one source (and node set)."""
+              nodes: frozenset[str] | None, fault_xids: Sequence[int] = ()) -> RawStats:
+    """All numbers for one period [since, until] of one source (and node set). ``fault_xids``:
+    the memory XIDs counted as fault events next to uncorrectable ECC (empty: ECC-only)."""
     params = _base_params(since, until, source, nodes)
+    xids = tuple(sorted(set(fault_xids)))
     counts: dict[int, dict[str, int]] = {}
     versions: dict[int, tuple[str, ...]] = {}
     for window_days, status, n, vs in db.fetchall(
@@ -85,7 +99,9 @@ def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
         exposure_seconds=sum((c[5] - c[4]).total_seconds() for c in monitorable),
         first_sample=min((from_naive_utc(c[4]) for c in cards), default=None),
         last_sample=max((from_naive_utc(c[5]) for c in cards), default=None),
-        faults=_faults(db, params, moved),
+        faults=_faults(db, params, moved, xids,
+                       {(c[0], c[1], c[2]) for c in monitorable}, nodes),
+        fault_xids=xids,
     )
 
 
@@ -102,8 +118,8 @@ def _cards(db: Database, params: dict[str, Any], nodes: frozenset[str] | None) -
     )
 
 
-_FAULTS = """
-WITH cand AS (
+_ECC_EVENTS = """
+cand AS (
     SELECT unnest($c_nodes::VARCHAR[]) AS node_id, unnest($c_idx::INTEGER[]) AS gpu_index,
            unnest($c_uuid::VARCHAR[]) AS gpu_uuid
 ),
@@ -119,35 +135,66 @@ series AS (
     WHERE s.source = $source AND s.sampled_at >= $since AND s.sampled_at <= $until
       AND s.ecc_uncorrected_total IS NOT NULL
 ),
-first_fault AS (
-    SELECT node_id, gpu_index, gpu_uuid, min(sampled_at) AS at
+ecc AS (
+    SELECT node_id, gpu_index, gpu_uuid, min(sampled_at) AS fault_at
     FROM series WHERE unc > prev GROUP BY node_id, gpu_index, gpu_uuid
+)"""
+
+_XID_EVENTS = f"""
+xev AS (
+    SELECT node_id, gpu_index, gpu_uuid, min(sampled_at) AS fault_at
+    FROM (SELECT x.node_id, x.gpu_index, x.gpu_uuid, x.sampled_at, x.count,
+                 {XID_PREV} AS prev
+          FROM {XID_TABLE} x
+          WHERE x.source = $source AND x.sampled_at <= $until
+            AND x.xid IN (SELECT unnest($xids::INTEGER[])){{nodes}})
+    WHERE {XID_EVENT} AND sampled_at >= $since
+    GROUP BY node_id, gpu_index, gpu_uuid
+)"""
+
+_FAULTS = """
+WITH {events},
+first_fault AS (
+    SELECT node_id, gpu_index, gpu_uuid, min(fault_at) AS fault_at
+    FROM ({union}) GROUP BY node_id, gpu_index, gpu_uuid
 )
-SELECT f.node_id, f.gpu_index, f.gpu_uuid, f.at,
+SELECT f.node_id, f.gpu_index, f.gpu_uuid, f.fault_at,
        list(DISTINCT p.window_days) FILTER (WHERE p.window_days IS NOT NULL)
 FROM first_fault f
 LEFT JOIN gpu_health_predictions p
   ON p.node_id = f.node_id AND p.gpu_index = f.gpu_index
  AND p.gpu_uuid IS NOT DISTINCT FROM f.gpu_uuid AND p.source = $source
- AND p.t0 < f.at AND f.at <= p.window_end
-GROUP BY f.node_id, f.gpu_index, f.gpu_uuid, f.at
-ORDER BY f.at, f.node_id, f.gpu_index
+ AND p.t0 < f.fault_at AND f.fault_at <= p.window_end
+GROUP BY f.node_id, f.gpu_index, f.gpu_uuid, f.fault_at
+ORDER BY f.fault_at, f.node_id, f.gpu_index
 """
 
 
-def _faults(db: Database, params: dict[str, Any], moved: Sequence[Any]) -> tuple[Fault, ...]:
-    if not moved:
+def _faults(db: Database, params: dict[str, Any], moved: Sequence[Any],
+            fault_xids: tuple[int, ...], monitorable: set[tuple[Any, Any, Any]],
+            nodes: frozenset[str] | None) -> tuple[Fault, ...]:
+    """First fault event per monitorable card; one statement, only the parts that can find
+    something (no moved card: no ECC scan; ECC-only definition: no XID scan)."""
+    events: list[str] = []
+    query: dict[str, Any] = {k: params[k] for k in ("source", "since", "until")}
+    if moved:
+        events.append(_ECC_EVENTS)
+        query |= {"c_nodes": [c[0] for c in moved], "c_idx": [c[1] for c in moved],
+                  "c_uuid": [c[2] for c in moved]}
+    if fault_xids:
+        events.append(_XID_EVENTS.format(nodes=_node_filter(nodes, "x.node_id")))
+        query["xids"] = list(fault_xids)
+        if nodes is not None:
+            query["nodes"] = params["nodes"]
+    if not events:
         return ()
-    rows = db.fetchall(
-        _FAULTS,
-        {
-            "source": params["source"], "since": params["since"], "until": params["until"],
-            "c_nodes": [c[0] for c in moved], "c_idx": [c[1] for c in moved],
-            "c_uuid": [c[2] for c in moved],
-        },
-    )
+    union = " UNION ALL ".join(
+        f"SELECT * FROM {name}" for name in (("ecc",) if moved else ()) + (
+            ("xev",) if fault_xids else ()))
+    rows = db.fetchall(_FAULTS.format(events=",".join(events), union=union), query)
     return tuple(
         Fault(str(n), int(i), None if u is None else str(u), from_naive_utc(at),
               frozenset(int(w) for w in (windows or [])))
         for n, i, u, at, windows in rows
+        if (n, i, u) in monitorable
     )

@@ -33,6 +33,7 @@ class Card:
     gpu: int
     uuid: str | None
     counters: Counters
+    xids: dict[int, int] | None = None  # gpu_health_xid_errors_total by code; None: not exported
 
 
 class FakeClock:
@@ -73,6 +74,17 @@ class _Cards(Collector):
             families.append(family)
         for card in self.cards:
             info.add_metric([str(card.gpu), card.uuid or "", self.vendor, self.model], 1)
+        if any(card.xids is not None for card in self.cards):
+            # As the exporter writes it (exporter/xid_store.py): a counter family whose samples
+            # carry the `_total` suffix, one per card and XID code.
+            xid = CounterMetricFamily("gpu_health_xid_errors", "Kernel-log Xid lines per card "
+                                      "and code since the exporter started.",
+                                      labels=[*labels, "xid"])
+            for card in self.cards:
+                for code, count in sorted((card.xids or {}).items()):
+                    xid.add_metric([str(card.gpu), card.uuid or "", self.vendor, str(code)],
+                                   float(count))
+            families.append(xid)
         return families
 
 

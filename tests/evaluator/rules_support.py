@@ -16,7 +16,7 @@ from typing import Any
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.params import RuleParams
-from evaluator.rules.ruleset import DEFAULT_RULE_FILE, RuleSet, load_ruleset
+from evaluator.rules.ruleset import RULES_DIR, RuleSet, load_ruleset
 from evaluator.store import Database
 from evaluator.store.samples import insert_samples
 from gpu_health.clock import to_naive_utc
@@ -25,10 +25,22 @@ Curve = Callable[[float], int | None]
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def ruleset(**env: object) -> RuleSet:
-    """The repository's rule file with GPU_HEALTH_RULE_<KEY> overrides given as kwargs."""
-    return load_ruleset(DEFAULT_RULE_FILE,
-                        env={f"GPU_HEALTH_RULE_{k.upper()}": str(v) for k, v in env.items()})
+V1_FILE = RULES_DIR / "v1-ecc-growth.yaml"  # ECC-only fault events
+V2_FILE = RULES_DIR / "v2-ecc-xid.yaml"  # v1's thresholds + memory XIDs as fault events
+
+
+def ruleset(file: Path = V1_FILE, **env: object) -> RuleSet:
+    """A repository rule file (v1 unless told) with GPU_HEALTH_RULE_<KEY> overrides given as
+    kwargs (a list value is written comma-separated, as an operator would)."""
+    def text(value: object) -> str:
+        return ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+
+    return load_ruleset(file, env={f"GPU_HEALTH_RULE_{k.upper()}": text(v)
+                                   for k, v in env.items()})
+
+
+def ruleset_v2(**env: object) -> RuleSet:
+    return ruleset(V2_FILE, **env)
 
 
 PARAMS: RuleParams = ruleset().params

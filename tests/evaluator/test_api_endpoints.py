@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from evaluator.ingest_xid import XidKey, XidSample
 from evaluator.store import Database
+from evaluator.store.cycles import write_cycle
 from gpu_health.contract import COUNTER_KEYS
 from tests.evaluator.api_support import (
     NOW,
@@ -31,6 +33,13 @@ SAMPLES = "/api/v1/gpu-health/samples"
 def db(tmp_path_factory: pytest.TempPathFactory) -> Any:
     database = Database(tmp_path_factory.mktemp("endpoints") / "api.duckdb")
     build_dataset(database)
+    # XID counts for n1/0 (and a simulated n1/1 row, and an n3/1 row dated after NOW: neither
+    # makes a real card XID-collectable now)
+    write_cycle(database, [], xids=[
+        XidSample(XidKey("n1", 0, "real", 48), "GPU-n1-0", NOW - timedelta(days=1), 0),
+        XidSample(XidKey("n1", 1, "simulated", 48), None, NOW - timedelta(days=1), 0),
+        XidSample(XidKey("n3", 1, "real", 48), "GPU-n3-1", NOW + timedelta(minutes=5), 0),
+    ])
     yield database
     database.close()
 
@@ -91,6 +100,7 @@ async def test_capabilities_from_samples(db: Database) -> None:
         "remapped_rows_failure": "unknown",
     }
     assert partial["collection_stalled"] and not partial["growth_prediction_possible"]
+    assert [c["xid_collectable"] for c in cards.values()] == [True, False, False, False, False]
     assert partial["gpu_uuid"] is None
     skewed = cards["n3", 1]  # its row dated after now does not count (and cannot hide a stall)
     assert skewed["sample_count"] == 1 and skewed["last_sample_at"] == "2026-01-10T11:00:00Z"

@@ -69,6 +69,16 @@ async def test_thresholds_come_from_the_active_ruleset(db: Database) -> None:
     assert week["sufficient"] and week["precision"] == pytest.approx(0.5)
 
 
+async def test_fault_events_follow_the_active_ruleset(db: Database) -> None:
+    async with serve(make_ctx(db)) as client:
+        ecc_only = await get_json(client, STATS)
+    async with serve(replace(make_ctx(db), ruleset=load_ruleset(env={}))) as client:
+        v2 = await get_json(client, STATS)  # the default rule set, v2-ecc-xid
+    assert _window(ecc_only, 7)["fault_events"] == ["ecc_uncorrected"]
+    assert _window(v2, 30)["fault_events"] == ["ecc_uncorrected", "xid:48", "xid:63",
+                                               "xid:64", "xid:94", "xid:95"]
+
+
 async def test_simulated_never_enters_real_stats(db: Database) -> None:
     async with serve(make_ctx(db)) as client:
         real = await get_json(client, STATS)

@@ -34,7 +34,7 @@ def test_no_file_means_built_in_defaults() -> None:
     assert cfg.listen_address == "127.0.0.1:9836"
     assert (cfg.scrape.interval, cfg.keepalive_seconds, cfg.dedup.max_entries) == (60, 300, 4096)
     assert cfg.dedup.idle_seconds == 1800 and cfg.retention_days == 180
-    assert (cfg.rules.active, cfg.api_tokens_file) == ("v1-ecc-growth", None)
+    assert (cfg.rules.active, cfg.api_tokens_file) == ("v2-ecc-xid", None)
 
 
 def test_empty_file_is_all_defaults_without_targets(tmp_path: Path) -> None:

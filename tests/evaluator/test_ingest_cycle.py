@@ -2,6 +2,8 @@
 
 The statement counter of ``Database`` proves the reference's cost model: zero statements per
 cycle in the steady state, one SELECT for all cache misses, one INSERT per cycle of changes.
+With XID series: one more SELECT for all XID-series misses and one more INSERT in the same
+transaction, and still zero statements in the steady state.
 """
 
 from __future__ import annotations
@@ -42,13 +44,14 @@ class Rig:
         return IngestPipeline(targets=lambda: self.targets, scraper=self.scraper,
                               ingestor=ingestor, clock=self.clock)
 
-    def serve(self, name: str, corrected: list[int], uuid_prefix: str = "GPU") -> None:
+    def serve(self, name: str, corrected: list[int], uuid_prefix: str = "GPU",
+              xids: dict[int, int] | None = None) -> None:
         self.server.bodies[name] = render(
-            [Card(i, f"{uuid_prefix}-{name}-{i}", a100(c)) for i, c in enumerate(corrected)]
+            [Card(i, f"{uuid_prefix}-{name}-{i}", a100(c), xids) for i, c in enumerate(corrected)]
         )
 
-    def rows(self) -> int:
-        return int(self.db.fetchone("SELECT count(*) FROM gpu_health_samples")[0])
+    def rows(self, table: str = "gpu_health_samples") -> int:
+        return int(self.db.fetchone(f"SELECT count(*) FROM {table}")[0])
 
 
 @pytest.fixture
@@ -216,3 +219,48 @@ async def test_restart_lookup_reads_only_rows_young_enough_to_matter(rig: Rig) -
     rig.clock.advance(minutes=7)
     report = await rig.pipeline().run_cycle()  # rows are 10 min old: written either way
     assert report.decisions == {"first": 2 * GPUS} and report.rows_written == 2 * GPUS
+
+
+XIDS = {48: 0, 63: 0, 64: 0, 94: 0, 95: 0, 13: 2}  # as the exporter exports them, plus one other
+
+
+async def test_xid_series_keep_the_cost_model(rig: Rig) -> None:
+    for name in ("n1", "n2"):
+        rig.serve(name, [10] * GPUS, xids=XIDS)
+    pipeline = rig.pipeline()
+    before = rig.db.statements
+    report = await pipeline.run_cycle()
+    # two SELECTs (card misses, XID-series misses), then BEGIN + 2 INSERTs + upsert + COMMIT
+    assert report.selects == 2 and rig.db.statements - before == 7
+    assert report.rows_written == 2 * GPUS and report.xid_rows_written == 2 * GPUS * len(XIDS)
+    assert report.decisions == {"first": 2 * GPUS, "xid_first": 2 * GPUS * len(XIDS)}
+    assert rig.rows("gpu_health_xid_samples") == 2 * GPUS * len(XIDS)
+    for _ in range(4):  # steady state: nothing, not even for the XID series
+        rig.clock.advance(seconds=60)
+        before = rig.db.statements
+        report = await pipeline.run_cycle()
+        assert rig.db.statements == before and report.xid_hits == 2 * GPUS * len(XIDS)
+    rig.clock.advance(seconds=60)  # keepalive: sample rows and nodes, never XID rows
+    report = await pipeline.run_cycle()
+    assert report.decisions["keepalive"] == 2 * GPUS and report.xid_rows_written == 0
+    rig.serve("n1", [10] * GPUS, xids={**XIDS, 48: 1})  # a memory XID on every n1 card
+    rig.clock.advance(seconds=60)
+    before = rig.db.statements
+    report = await pipeline.run_cycle()
+    assert rig.db.statements - before == 1  # one INSERT, alone: no BEGIN/COMMIT, no SELECT
+    assert report.xid_rows_written == GPUS and report.decisions["xid_changed"] == GPUS
+    assert report.rows_written == 0
+
+
+async def test_restarted_evaluator_finds_old_xid_rows_in_one_select(rig: Rig) -> None:
+    for name in ("n1", "n2"):
+        rig.serve(name, [10] * GPUS, xids=XIDS)
+    await rig.pipeline().run_cycle()
+    rig.clock.advance(days=3)  # far older than any keepalive: the XID lookup is not bounded
+    fresh = rig.pipeline()
+    before = rig.db.statements
+    report = await fresh.run_cycle()
+    assert report.selects == 2 and report.xid_misses == 2 * GPUS * len(XIDS)
+    assert report.decisions["xid_unchanged"] == 2 * GPUS * len(XIDS)
+    assert report.xid_rows_written == 0 and report.decisions["first"] == 2 * GPUS
+    assert rig.db.statements - before == 2 + 4  # SELECTs, then BEGIN, samples, nodes, COMMIT

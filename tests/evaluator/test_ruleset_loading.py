@@ -1,5 +1,6 @@
 """Rule files: validation (every problem at once), env overrides, effective versions, and the
-start-up refusal of a rule file edited in place after it produced history."""
+start-up refusal of a rule file edited in place after it produced history. Run on v1-ecc-growth
+(v2-ecc-xid and fault_xids: test_ruleset_fault_xids.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from evaluator.rules.registry import register_ruleset
-from evaluator.rules.ruleset import DEFAULT_RULE_FILE, load_ruleset, parse_ruleset
+from evaluator.rules.ruleset import load_ruleset, parse_ruleset
 from gpu_health.errors import ConfigError, RuleError
-from tests.evaluator.rules_support import insert_prediction, open_db
+from tests.evaluator.rules_support import V1_FILE, insert_prediction, open_db
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-FILE_TEXT = DEFAULT_RULE_FILE.read_text()
+FILE_TEXT = V1_FILE.read_text()
 
 
 def edited(**changes: object) -> str:
@@ -30,7 +31,7 @@ def edited(**changes: object) -> str:
 
 
 def test_repository_rule_file() -> None:
-    rs = load_ruleset(DEFAULT_RULE_FILE, env={})
+    rs = load_ruleset(V1_FILE, env={})
     assert rs.version == rs.base_version == "v1-ecc-growth"
     p = rs.params
     assert p.enabled and p.scan_interval_minutes == 30 and p.window_days == 7
@@ -107,6 +108,7 @@ def test_every_parameter_can_be_overridden() -> None:
         "GPU_HEALTH_RULE_MIN_INCREASE": "16", "GPU_HEALTH_RULE_CONSECUTIVE_WINDOWS": "4",
         "GPU_HEALTH_RULE_MIN_SAMPLES": "100", "GPU_HEALTH_RULE_BOUNDARY_MAX_AGE_MINUTES": "30",
         "GPU_HEALTH_RULE_STATS_MIN_MATURED": "10", "GPU_HEALTH_RULE_STATS_MIN_OBSERVED_DAYS": "3",
+        "GPU_HEALTH_RULE_FAULT_XIDS": "94,48",
     }
     p = parse_ruleset(FILE_TEXT, env=env).params
     assert (p.enabled, p.scan_interval_minutes, p.window_days, p.growth_window_hours) == \
@@ -114,6 +116,7 @@ def test_every_parameter_can_be_overridden() -> None:
     assert (p.baseline_days, p.ratio, p.min_increase, p.consecutive_windows) == (14, 1.5, 16, 4)
     assert (p.min_samples, p.boundary_max_age_minutes) == (100, 30)
     assert (p.stats_min_matured, p.stats_min_observed_days) == (10, 3)
+    assert p.fault_xids == (48, 94)
 
 
 def test_override_equal_to_the_file_keeps_the_version() -> None:
@@ -141,7 +144,7 @@ def test_invalid_override_falls_back_to_the_file_with_a_warning(
     with caplog.at_level(logging.WARNING):
         rs = parse_ruleset(FILE_TEXT, env={name: value})
     assert rs.version == "v1-ecc-growth"
-    assert rs.params == load_ruleset(DEFAULT_RULE_FILE, env={}).params
+    assert rs.params == load_ruleset(V1_FILE, env={}).params
     assert rs.overrides == () and len(rs.warnings) == 1
     assert name.removeprefix("GPU_HEALTH_RULE_").lower() in caplog.text
 

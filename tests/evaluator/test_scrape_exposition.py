@@ -171,8 +171,8 @@ def test_unusable_values_are_unknown_and_counted() -> None:
 
 def test_duplicate_series_make_that_metric_unknown() -> None:
     text = "".join([
-        _line("ecc_corrected_total", 'gpu="0",uuid="GPU-a",vendor="nvidia"', "5"),
-        _line("ecc_corrected_total", 'gpu="0",uuid="GPU-a",vendor="other"', "7"),
+        _line("ecc_corrected_total", 'gpu="0",uuid="GPU-a",vendor="nvidia",copy="1"', "5"),
+        _line("ecc_corrected_total", 'gpu="0",uuid="GPU-a",vendor="nvidia",copy="2"', "7"),
         _line("ecc_uncorrected_total", 'gpu="0",uuid="GPU-a"', "0"),
     ])
     result = parse_cards(text)
@@ -217,3 +217,78 @@ def test_rendered_exporter_output_round_trips() -> None:
         (0, "GPU-a", a100(5, 0)), (2, "GPU-c", Counters()), (7, None, a100(None, None)),
     ]
     assert result.ignored_series == {} and result.unknown_values == {}
+
+
+# -- XID series (tracker issue 6) and what the parser does not use ------------------------------
+
+
+def test_xid_series_are_read_per_card_and_never_fill_a_counter() -> None:
+    cards = [Card(0, "GPU-a", a100(5, 0), {48: 2, 13: 7, 94: 0}),
+             Card(1, "GPU-b", a100(3, 0))]
+    result = parse_cards(render(cards))
+    with_xid, without = result.cards
+    assert with_xid.xids == ((13, 7), (48, 2), (94, 0))  # sorted by code; a 0 is a real zero
+    assert with_xid.counters == a100(5, 0)  # the same counters as without XID series
+    assert without.xids == () and without.counters == a100(3, 0)
+    assert result.ignored_series == {} and result.unknown_values == {}
+    assert "gpu_health_xid_errors_total{" in render(cards)  # the wire name really is _total
+
+
+def test_a_card_with_only_xid_series_is_kept_with_unknown_counters() -> None:
+    result = parse_cards(render([Card(2, "GPU-c", Counters(), {48: 0, 63: 1})]))
+    card = result.cards[0]
+    assert card.counters.all_unknown() and card.xids == ((48, 0), (63, 1))
+
+
+def test_unusable_xid_series_are_ignored_or_unknown_and_counted() -> None:
+    labels = 'gpu="0",uuid="GPU-a",vendor="nvidia"'
+    text = "".join([
+        _line("xid_errors_total", labels, "1"),  # no xid label
+        _line("xid_errors_total", labels + ',xid="abc"', "1"),
+        _line("xid_errors_total", labels + ',xid="-4"', "1"),
+        _line("xid_errors_total", labels + ',xid="48"', "NaN"),
+        _line("xid_errors_total", labels + ',xid="63"', "-1"),
+        _line("xid_errors_total", labels + ',xid="64",copy="1"', "1"),
+        _line("xid_errors_total", labels + ',xid="64",copy="2"', "2"),
+        _line("xid_errors_total", labels + ',xid="64",copy="3"', "3"),
+        _line("xid_errors_total", labels + ',xid="94"', "3"),
+        _line("xid_errors_total", 'uuid="GPU-a",xid="95"', "3"),  # no gpu label
+        _line("ecc_uncorrected_total", labels, "0"),
+    ])
+    result = parse_cards(text)
+    card = result.cards[0]
+    assert card.xids == ((94, 3),)  # unknown values are left out, never written as 0
+    assert card.counters == Counters(ecc_uncorrected_total=0)
+    assert result.ignored_series == {"no_xid_label": 1, "bad_xid_label": 2, "no_gpu_label": 1}
+    assert result.unknown_values == {"nan": 1, "negative": 1, "duplicate": 2}
+
+
+def test_two_vendors_on_one_index_drop_the_card_with_its_xids() -> None:
+    text = "".join([
+        _line("ecc_uncorrected_total", 'gpu="0",uuid="",vendor="nvidia"', "0"),
+        _line("xid_errors_total", 'gpu="0",uuid="",vendor="nvidia",xid="48"', "1"),
+        _line("ecc_uncorrected_total", 'gpu="0",uuid="",vendor="ascend"', "4"),  # duplicate too
+        _line("gpu_info", 'gpu="1",uuid="",vendor="ascend",model="910B"', "1"),
+        _line("ecc_corrected_total", 'gpu="1",uuid="",vendor="nvidia"', "1"),
+        _line("ecc_corrected_total", 'gpu="2",uuid="",vendor="ascend"', "1"),
+        _line("ecc_uncorrected_total", 'gpu="2",uuid=""', "0"),  # no vendor: not a second one
+    ])
+    result = parse_cards(text)
+    assert [c.gpu_index for c in result.cards] == [2]
+    assert result.ignored_series == {"conflicting_vendor": 5}
+
+
+def test_unknown_contract_series_are_counted_not_used() -> None:
+    text = "".join([
+        _line("ecc_corrected_total", 'gpu="0",uuid="GPU-a"', "1"),
+        _line("row_remap_histogram", 'gpu="0",uuid="GPU-a",bucket="max"', "1"),
+        _line("row_remap_histogram", 'gpu="1",uuid="GPU-b",bucket="max"', "1"),
+        "gpu_health_exporter_last_success_timestamp_seconds{vendor=\"nvidia\"} 1\n",
+        "gpu_health_exporter_xid_log_readable{source=\"kmsg\"} 1\n",
+        "process_cpu_seconds_total 3.5\n",
+        "python_info{implementation=\"CPython\"} 1\n",
+    ])
+    result = parse_cards(text)
+    assert [c.counters for c in result.cards] == [Counters(ecc_corrected_total=1)]
+    # the exporter's own self-metrics and process metrics are not contract series
+    assert result.ignored_series == {"unknown_metric": 2}

@@ -37,7 +37,7 @@ WINDOW_KEYS = {
     "window_days", "rule_versions", "predictions", "matured", "precision", "recall", "f1",
     "monitorable_cards", "faulty_cards", "predicted_faulty_cards", "missed_cards", "missed",
     "exposure_card_days", "observed_days", "required_days", "required_matured", "sufficient",
-    "note",
+    "note", "fault_events",
 }
 
 
@@ -103,6 +103,7 @@ def test_hand_counted_statistics(db: Database) -> None:
     assert (w7["required_days"], w7["required_matured"]) == (8, 20)
     assert w7["note"] == "observed 10.0 of 8 days, 25 of 20 matured predictions"
     assert w7["rule_versions"] == ["v1-ecc-growth"]
+    assert w7["fault_events"] == w30["fault_events"] == ["ecc_uncorrected"]  # no rule set
 
 
 def test_thirty_day_window_is_reported_side_by_side_with_nulls(db: Database) -> None:

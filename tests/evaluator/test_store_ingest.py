@@ -79,7 +79,7 @@ def test_upsert_nodes_inserts_then_updates(db: Database) -> None:
 def test_retention_delete_and_simulated_purge_touch_only_their_rows(db: Database) -> None:
     write_cycle(db, [sample("old", 0), sample("new", 600), sample("sim", 0, "simulated"),
                      sample("sim", 600, "simulated")])
-    assert delete_samples_before(db, T0 + timedelta(minutes=1)) == 2
+    assert delete_samples_before(db, T0 + timedelta(minutes=1)).samples == 2
     assert count_samples(db) == 2
     assert simulated_nodes_present(db, ["sim", "new", "zzz"]) == ["sim"]
     assert purge_simulated(db) == 1

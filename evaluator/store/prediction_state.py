@@ -1,0 +1,54 @@
+"""The open (pending) predictions, for the prediction-state metrics the dashboards read, and the
+nodes with real samples (the demo's guard).
+
+One statement each, whatever the number of cards. The rest of the dashboard snapshot reuses the
+statistics (:mod:`evaluator.store.stats`) and the capability matrix
+(:func:`evaluator.store.api_queries.capabilities`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from evaluator.store.db import Database
+from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.contract import SOURCE_REAL
+
+
+@dataclass(frozen=True, slots=True)
+class OpenPrediction:
+    node_id: str
+    gpu_index: int
+    gpu_uuid: str | None
+    rule_version: str
+    window_days: int
+    signal: str
+    layer: str
+    t0: datetime
+    window_end: datetime
+
+
+def open_predictions(db: Database, *, now: datetime,
+                     source: str = SOURCE_REAL) -> tuple[OpenPrediction, ...]:
+    """Pending predictions of ``source`` with t0 at or before ``now``, by node and GPU."""
+    rows = db.fetchall(
+        "SELECT node_id, gpu_index, gpu_uuid, rule_version, window_days, signal, layer, t0, "
+        "window_end FROM gpu_health_predictions "
+        "WHERE source = $source AND status = 'pending' AND t0 <= $now "
+        "ORDER BY node_id, gpu_index, rule_version, t0",
+        {"source": source, "now": to_naive_utc(now)},
+    )
+    return tuple(
+        OpenPrediction(str(node), int(gpu), None if uuid is None else str(uuid), str(version),
+                       int(window), str(signal), str(layer), from_naive_utc(t0),
+                       from_naive_utc(end))
+        for node, gpu, uuid, version, window, signal, layer, t0, end in rows
+    )
+
+
+def real_nodes(db: Database) -> list[str]:
+    """Node ids with real samples (the demo refuses to write into such a store)."""
+    rows = db.fetchall("SELECT DISTINCT node_id FROM gpu_health_samples WHERE source = $source",
+                       {"source": SOURCE_REAL})
+    return sorted(str(r[0]) for r in rows)

@@ -1,0 +1,123 @@
+"""Queries on ``gpu_health_xid_samples`` (change-only XID counters per card and XID code).
+
+Writes and the cache-miss lookup are one statement each whatever the number of series, like
+:mod:`evaluator.store.samples`. The fault-event definition (:data:`XID_EVENT`) lives here once
+and is used by the backfill and the statistics queries, so both read the same events.
+
+A memory-XID *fault event* is a row of a series (node, index, source, UUID, xid) that has a
+previous row (by ``sampled_at``) and whose count
+
+- is greater than the previous count (new Xid lines), or
+- is lower than the previous count but above 0: the exporter restarted (its counter starts at 0
+  and counts only lines newer than its start), and lines were counted since, so the new value
+  is an increase from 0.
+
+A drop to 0 is a restart alone and never an event; a series' first row is never an event (a
+count first seen at 3 may be weeks old: nothing says when those lines were logged). The
+exporter exports the memory XIDs at 0 from its start, so a first occurrence is seen as 0 -> n.
+Missed by design: a restart followed by exactly as many new lines as the old count before the
+next scrape (the value looks unchanged, nothing is written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Final
+
+from evaluator.ingest_xid import XidKey, XidSample
+from evaluator.store.db import Database
+from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.errors import StoreError
+
+TABLE: Final = "gpu_health_xid_samples"
+_COLUMNS: Final = ("node_id", "gpu_index", "gpu_uuid", "source", "xid", "sampled_at", "count")
+_CASTS: Final = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "INTEGER", "TIMESTAMP", "BIGINT")
+
+# The series' previous count, over a relation exposing the table's columns.
+XID_PREV: Final = (
+    "lag(count) OVER (PARTITION BY node_id, gpu_index, source, gpu_uuid, xid "
+    "ORDER BY sampled_at)"
+)
+# Given columns ``count`` and ``prev`` (XID_PREV): is this row a fault event?
+XID_EVENT: Final = "(prev IS NOT NULL AND (count > prev OR (count < prev AND count > 0)))"
+# The count the event started from: the previous one, or 0 after an exporter restart.
+XID_EVENT_BEFORE: Final = "CASE WHEN count > prev THEN prev ELSE 0 END"
+
+
+def insert_xid_samples(db: Database, rows: Sequence[XidSample]) -> int:
+    """Insert all rows in one statement (one list parameter per column). Returns the count."""
+    if not rows:
+        return 0
+    columns: list[list[object]] = [
+        [r.key.node_id for r in rows],
+        [r.key.gpu_index for r in rows],
+        [r.gpu_uuid for r in rows],
+        [r.key.source for r in rows],
+        [r.key.xid for r in rows],
+        [to_naive_utc(r.sampled_at) for r in rows],
+        [r.count for r in rows],
+    ]
+    selects = ", ".join(f"unnest(${i + 1}::{cast}[])" for i, cast in enumerate(_CASTS))
+    db.execute(f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) SELECT {selects}", columns)
+    return len(rows)
+
+
+def latest_xid_rows(db: Database, keys: Sequence[XidKey]) -> dict[XidKey, XidSample]:
+    """The newest stored row of each series, in one SELECT for all keys.
+
+    Not bounded in time (unlike ``samples.latest_rows``): without keep-alive rows, an unchanged
+    series' newest row may be months old and is still the base of the write rule.
+    """
+    if not keys:
+        return {}
+    rows = db.fetchall(
+        f"""
+        SELECT {", ".join("x." + c for c in _COLUMNS)}
+        FROM {TABLE} x
+        JOIN (SELECT DISTINCT unnest($1::VARCHAR[]) AS node_id,
+                     unnest($2::INTEGER[]) AS gpu_index,
+                     unnest($3::VARCHAR[]) AS source,
+                     unnest($4::INTEGER[]) AS xid) k
+          ON x.node_id = k.node_id AND x.gpu_index = k.gpu_index AND x.source = k.source
+         AND x.xid = k.xid
+        QUALIFY row_number() OVER (
+            PARTITION BY x.node_id, x.gpu_index, x.source, x.xid ORDER BY x.sampled_at DESC) = 1
+        """,
+        [[k.node_id for k in keys], [k.gpu_index for k in keys], [k.source for k in keys],
+         [k.xid for k in keys]],
+    )
+    result: dict[XidKey, XidSample] = {}
+    for node_id, gpu_index, gpu_uuid, source, xid, sampled_at, count in rows:
+        if not isinstance(sampled_at, datetime):
+            raise StoreError(f"unexpected xid row shape: {sampled_at!r}", reason="row_shape")
+        key = XidKey(str(node_id), int(gpu_index), str(source), int(xid))
+        result[key] = XidSample(key, None if gpu_uuid is None else str(gpu_uuid),
+                                from_naive_utc(sampled_at), int(count))
+    return result
+
+
+def delete_xid_samples_before(db: Database, cutoff: datetime) -> int:
+    """Retention: delete rows sampled before ``cutoff`` except each series' newest row.
+
+    The newest row of a series stays whatever its age: it is the base the next change is
+    compared with (write rule and fault events), and a series costs one row once unchanged.
+    """
+    result = db.fetchall(
+        f"""
+        DELETE FROM {TABLE} d
+        WHERE d.sampled_at < $cutoff AND EXISTS (
+            SELECT 1 FROM {TABLE} n
+            WHERE n.node_id = d.node_id AND n.gpu_index = d.gpu_index AND n.source = d.source
+              AND n.xid = d.xid AND n.sampled_at > d.sampled_at)
+        """,
+        {"cutoff": to_naive_utc(cutoff)},
+    )
+    return int(result[0][0]) if result else 0
+
+
+def count_xid_samples(db: Database, source: str | None = None) -> int:
+    """Rows in ``gpu_health_xid_samples`` (of one source, or all)."""
+    if source is None:
+        return int(db.fetchone(f"SELECT count(*) FROM {TABLE}")[0])
+    return int(db.fetchone(f"SELECT count(*) FROM {TABLE} WHERE source = ?", [source])[0])
