@@ -15,6 +15,8 @@ import sys
 
 from aiohttp import web
 
+from evaluator.backtest import cli as backtest_cli
+from evaluator.demo import DEMO_COMMAND
 from evaluator.settings import Config, load_config
 from evaluator.settings_cli import (
     Command,
@@ -73,6 +75,8 @@ COMMANDS: dict[str, Command] = {
                         simulate_arguments, cmd_simulate),
     "tokens-hash": Command("print the sha256 of an API token read from stdin (tokens file)",
                            _no_arguments, cmd_tokens_hash),
+    "backtest": Command(backtest_cli.HELP, backtest_cli.add_arguments, backtest_cli.run),
+    "demo": DEMO_COMMAND,
 }
 
 

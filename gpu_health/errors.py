@@ -92,3 +92,10 @@ class DiscoveryError(GpuHealthError):
     """A target discovery source (file_sd file, http_sd endpoint) could not be used."""
 
     reason = "discovery"
+
+
+class BacktestError(GpuHealthError):
+    """A backtest cannot go on: its history source (a Prometheus server, an events file) gave
+    an answer it cannot use, or its database is not a backtest database."""
+
+    reason = "backtest"

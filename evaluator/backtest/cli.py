@@ -1,0 +1,221 @@
+"""``gpu-health-evaluator backtest``: its options and the step from parsed arguments to a run.
+
+argv is parsed by :func:`evaluator.settings_cli.parse_args`; :func:`add_arguments` only declares
+the options, and :func:`options_from` turns the namespace (plus the evaluator config: scrape
+interval, keep-alive, rules folder, the live database path) into validated
+:class:`~evaluator.backtest.pipeline.BacktestOptions`, listing every problem at once. The heavy
+modules (DuckDB, aiohttp, tqdm) load only when the subcommand runs: ``evaluator.main`` imports
+this module for every command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from evaluator.backtest.events import PRESETS, EventColumns, parse_time
+from evaluator.backtest.metricsets import DEFAULT_MAX_POINTS, LIMIT_POINTS, METRIC_SETS
+from evaluator.settings import DEFAULT_STORAGE, Config, load_config
+from evaluator.settings_cli import environment
+from evaluator.settings_values import Checker, parse_duration, url_problem
+from gpu_health.clock import Clock, system_clock
+from gpu_health.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evaluator.backtest.pipeline import BacktestOptions
+    from evaluator.backtest.prometheus import PrometheusSource
+
+HELP: Final = ("replay history (Prometheus or an events CSV) through the rules into a separate "
+        "DuckDB file and report precision/recall per rule version")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL to import from")
+    src.add_argument("--events", type=Path, metavar="CSV", help="CSV file of error events")
+    p.add_argument("--db", type=Path, help="backtest DuckDB file (default: "
+                   "./data/backtest-<UTC time>.duckdb); never the live database")
+    _prometheus_arguments(p)
+    _events_arguments(p)
+    _rules_arguments(p)
+
+
+def _prometheus_arguments(p: argparse.ArgumentParser) -> None:
+    prom = p.add_argument_group("Prometheus input")
+    prom.add_argument("--metrics", choices=sorted(METRIC_SETS), default="ours",
+                      help="metric names to read: ours, dcgm (dcgm-exporter) or nvidia_smi "
+                           "(nvidia_gpu_exporter) (default: ours)")
+    prom.add_argument("--since", help="start, ISO 8601 with a zone or Unix seconds")
+    prom.add_argument("--until", help="end (default: now)")
+    prom.add_argument("--step", help="reading interval (default: scrape.interval of --config)")
+    prom.add_argument("--node-label", help="label holding the node id (default: node / "
+                      "Hostname, else the host of instance)")
+    prom.add_argument("--selector", default="", help='extra label matchers, e.g. job="dcgm"')
+    prom.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
+                      help=f"steps per series per request (default {DEFAULT_MAX_POINTS}; "
+                           f"Prometheus refuses more than {LIMIT_POINTS})")
+    prom.add_argument("--timeout", default="120s", help="per request (default 120s)")
+
+
+def _events_arguments(p: argparse.ArgumentParser) -> None:
+    ev = p.add_argument_group("events input")
+    ev.add_argument("--preset", choices=sorted(PRESETS), help="column mapping of a known "
+                    "dataset (calchas: the public HBM error dataset)")
+    ev.add_argument("--node-columns", help="comma-separated columns naming the node")
+    ev.add_argument("--gpu-column", help="column naming the device within the node")
+    ev.add_argument("--time-column", help="column with the event time")
+    ev.add_argument("--type-column", help="column with the event type")
+    ev.add_argument("--correctable", help="comma-separated types counted as correctable")
+    ev.add_argument("--uncorrectable", help="comma-separated types counted as uncorrectable")
+    ev.add_argument("--ignore-types", default="", help="comma-separated types to ignore")
+    ev.add_argument("--lead-in", help="observed time before a card's first event (default: "
+                    "one --step, so the first event is an increase from 0)")
+    ev.add_argument("--observe-after", help="observed time after a card's last event "
+                    "(default: the longest hit window of the rule sets)")
+
+
+def _rules_arguments(p: argparse.ArgumentParser) -> None:
+    rules = p.add_argument_group("rules and report")
+    rules.add_argument("--rules", type=Path, nargs="+", metavar="FILE",
+                       help="rule files (default: rules.active in rules.dir of --config)")
+    rules.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
+                       help="replay every value of a frozen parameter (repeatable: cartesian "
+                            "product), e.g. window_days=7,30")
+    rules.add_argument("--output", type=Path, help="write the report as JSON")
+    rules.add_argument("--plot", type=Path, help="write a PNG of precision and recall per "
+                       "version (needs matplotlib)")
+    rules.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress bars on stderr (default: on a terminal)")
+    rules.add_argument("--every-tick", action="store_true",
+                       help="evaluate every tick instead of skipping the ones that provably "
+                            "change nothing (slower, same result)")
+
+
+def _duration(c: Checker, value: str | None, flag: str, default: timedelta) -> timedelta:
+    if value is None:
+        return default
+    seconds = parse_duration(value)
+    if seconds is None:
+        c.problem(f"{flag} must be a positive duration like 60s, 5m or 30d, got {value!r}")
+        return default
+    return timedelta(seconds=seconds)
+
+
+def _time(c: Checker, value: str | None, flag: str) -> datetime | None:
+    if value is None:
+        return None
+    at = parse_time(value)
+    if at is None:
+        c.problem(f"{flag} {value!r} is neither ISO 8601 with a zone nor Unix seconds")
+    return at
+
+
+def _split(text: str | None) -> frozenset[str]:
+    return frozenset(t.strip() for t in (text or "").split(",") if t.strip())
+
+
+def _columns(c: Checker, args: argparse.Namespace) -> EventColumns | None:
+    base = PRESETS.get(args.preset) if args.preset else None
+    named = tuple(dict.fromkeys(t.strip() for t in (args.node_columns or "").split(",")
+                                if t.strip()))
+    node = named or (base.node if base else ())
+    values = {
+        "gpu": args.gpu_column or (base.gpu if base else None),
+        "time": args.time_column or (base.time if base else None),
+        "type": args.type_column or (base.type if base else None),
+    }
+    correct = _split(args.correctable) or (base.correctable if base else frozenset())
+    uncorrect = _split(args.uncorrectable) or (base.uncorrectable if base else frozenset())
+    missing = [flag for flag, v in (("--node-columns", node), ("--gpu-column", values["gpu"]),
+                                    ("--time-column", values["time"]),
+                                    ("--type-column", values["type"]),
+                                    ("--correctable", correct), ("--uncorrectable", uncorrect))
+               if not v]
+    if missing:
+        c.problem(f"--events needs --preset or {', '.join(missing)}")
+        return None
+    if correct & uncorrect:
+        both = ", ".join(sorted(correct & uncorrect))
+        c.problem(f"types both correctable and uncorrectable: {both}")
+    return EventColumns(node, str(values["gpu"]), str(values["time"]), str(values["type"]),
+                        correct, uncorrect, _split(args.ignore_types))
+
+
+def options_from(args: argparse.Namespace, config: Config, now: datetime) -> BacktestOptions:
+    """Validate the arguments; ConfigError lists every problem."""
+    from evaluator.backtest.inputs import EventsSource
+    from evaluator.backtest.pipeline import BacktestOptions
+    from evaluator.backtest.rulesets import parse_sweeps
+    from evaluator.backtest.store import default_path
+
+    c = Checker()
+    step = _duration(c, args.step, "--step", timedelta(seconds=config.scrape.interval))
+    source: PrometheusSource | EventsSource | None = None
+    if args.prometheus is not None:
+        source = _prometheus(c, args, step, now)
+    elif args.since or args.until:
+        c.problem("--since/--until only apply to --prometheus")
+    stray = [flag for flag, value in (("--preset", args.preset),
+                                      ("--node-columns", args.node_columns),
+                                      ("--gpu-column", args.gpu_column),
+                                      ("--lead-in", args.lead_in),
+                                      ("--observe-after", args.observe_after)) if value]
+    if stray and args.events is None:
+        c.problem(f"{', '.join(stray)} only apply to --events")
+    if args.events is not None:
+        columns = _columns(c, args)
+        lead_in = _duration(c, args.lead_in, "--lead-in", step)
+        after = _duration(c, args.observe_after, "--observe-after", timedelta(0)) or None
+        if columns is not None:
+            source = EventsSource(args.events, columns, args.preset, step, lead_in, after)
+    sweeps: list[tuple[str, list[str]]] = []
+    try:
+        sweeps = parse_sweeps(args.sweep)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            c.problem(problem)
+    c.raise_if_any()
+    rules = tuple(args.rules or (config.rules.dir / f"{config.rules.active}.yaml",))
+    return BacktestOptions(
+        db_path=args.db or default_path(now),
+        live_paths=(config.storage_path, DEFAULT_STORAGE),
+        source=source, rule_files=rules, sweeps=tuple(sweeps),
+        keepalive=timedelta(seconds=config.keepalive_seconds),
+        output=args.output, plot=args.plot, progress=args.progress, skip=not args.every_tick,
+    )
+
+
+def _prometheus(c: Checker, args: argparse.Namespace, step: timedelta,
+                now: datetime) -> PrometheusSource | None:
+    from evaluator.backtest.prometheus import PrometheusSource, aligned
+
+    problem = url_problem(args.prometheus)
+    if problem:
+        c.problem(f"--prometheus: {problem}")
+    since = _time(c, args.since, "--since")
+    until = _time(c, args.until, "--until") or now
+    if args.since is None:
+        c.problem("--prometheus needs --since (the start of the history to import)")
+    if since is not None and since >= until:
+        c.problem(f"--since ({since.isoformat()}) must be before --until ({until.isoformat()})")
+    if not 1 <= args.max_points <= LIMIT_POINTS:
+        c.problem(f"--max-points must be in 1..{LIMIT_POINTS}, got {args.max_points}")
+    timeout = _duration(c, args.timeout, "--timeout", timedelta(seconds=120))
+    if problem or since is None or since >= until:
+        return None
+    return PrometheusSource(
+        url=args.prometheus, metrics=METRIC_SETS[args.metrics], since=aligned(since, step),
+        until=until, step=step, node_label=args.node_label, selector=args.selector,
+        timeout=timeout.total_seconds(), max_points=args.max_points,
+    )
+
+
+def run(args: argparse.Namespace, clock: Clock = system_clock) -> int:
+    """The subcommand: 0 when the report was written."""
+    from evaluator.backtest.pipeline import run_backtest
+
+    config = load_config(args.config, environment())
+    run_backtest(options_from(args, config, clock().astimezone(UTC)), clock=clock)
+    return 0

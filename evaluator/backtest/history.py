@@ -1,0 +1,119 @@
+"""Imported history -> stored rows, through the live write rule (change-only + keep-alive).
+
+Two paths, one rule (:func:`evaluator.ingest_rule.decide`, the function live ingest calls):
+
+- :class:`ReadingWriter` (Prometheus import): every reading of a card goes through ``decide``
+  against the card's last written row, exactly as in a scrape cycle; gaps stay gaps (no reading,
+  no row). Rows are flushed in bulk (:func:`evaluator.store.samples.insert_samples`).
+- :func:`keepalive_rows` / :func:`write_histories` (events import, synthetic benchmark): a
+  :class:`~evaluator.backtest.events.CardHistory` is observed on a regular ``step`` grid with no
+  gaps, so ``decide`` has a closed form, expanded in bulk inside DuckDB: a row at the first
+  reading and at every change, and while nothing changes a keep-alive row every
+  ``P = ceil(keepalive / step) * step`` after the last written row (the first grid reading at
+  least ``keepalive`` after it). ``tests/evaluator/test_backtest_events.py`` checks the closed
+  form against ``decide`` reading by reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from evaluator.backtest.events import CardHistory
+from evaluator.backtest.queries import expand_segments, stage_segments
+from evaluator.ingest_rule import decide
+from evaluator.model import CardKey, Counters, Sample
+from evaluator.store.db import Database
+from evaluator.store.samples import insert_samples
+
+BATCH_ROWS = 50_000
+SLICE = timedelta(days=7)  # rows are expanded (and stored in time order) one week at a time
+
+
+def keepalive_period(step: timedelta, keepalive: timedelta) -> timedelta:
+    """Spacing of keep-alive rows when readings come every ``step``: the first reading at least
+    ``keepalive`` after the last written row."""
+    step_us = step // timedelta(microseconds=1)
+    keep_us = keepalive // timedelta(microseconds=1)
+    return timedelta(microseconds=max(1, -(-keep_us // step_us)) * step_us)
+
+
+def keepalive_rows(h: CardHistory, period: timedelta) -> list[tuple[datetime, int | None,
+                                                                    int | None]]:
+    """The rows the write rule stores for ``h`` (pure, the closed form; used by tests and small
+    callers; :func:`write_histories` expands the same form in SQL)."""
+    rows = []
+    for i, (at, unc, corr) in enumerate(h.changes):
+        end = h.changes[i + 1][0] if i + 1 < len(h.changes) else h.stop + period
+        t = at
+        while t < end and t <= h.stop:
+            rows.append((t, unc, corr))
+            t += period
+    return rows
+
+
+def segments(histories: Iterable[CardHistory]) -> list[tuple[object, ...]]:
+    """(node, index, first, last, unc, corr) per run of constant counts: the run's first
+    reading and the last reading before the next change (or the card's last reading)."""
+    result: list[tuple[object, ...]] = []
+    for h in histories:
+        for i, (at, unc, corr) in enumerate(h.changes):
+            last = (h.changes[i + 1][0] - timedelta(microseconds=1)
+                    if i + 1 < len(h.changes) else h.stop)
+            result.append((h.node_id, h.gpu_index, at, last, unc, corr))
+    return result
+
+
+def write_histories(db: Database, histories: Sequence[CardHistory], *, step: timedelta,
+                    keepalive: timedelta, progress: Callable[[int], None] | None = None) -> int:
+    """Store the write rule's rows for every history, in time order; returns the row count."""
+    if not histories:
+        return 0
+    stage_segments(db, segments(histories))
+    period = keepalive_period(step, keepalive)
+    lo = min(h.start for h in histories)
+    hi = max(h.stop for h in histories)
+    written = 0
+    start = lo
+    while start <= hi:
+        end = start + SLICE
+        written += expand_segments(db, start, end, period)
+        if progress is not None:
+            progress(written)
+        start = end
+    return written
+
+
+@dataclass(slots=True)
+class ReadingWriter:
+    """Per-card write-rule state across chunks of readings (each card's readings must arrive
+    in time order). ``add`` applies ``decide``; ``flush`` inserts the kept rows in bulk."""
+
+    db: Database
+    keepalive: timedelta
+    last: dict[CardKey, Sample]
+    pending: list[Sample]
+    written: int = 0
+    seen: int = 0
+
+    @classmethod
+    def open(cls, db: Database, keepalive: timedelta) -> ReadingWriter:
+        return cls(db, keepalive, {}, [])
+
+    def add(self, key: CardKey, uuid: str | None, at: datetime, counters: Counters) -> None:
+        self.seen += 1
+        sample = Sample(key, uuid, at, counters)
+        if decide(sample, self.last.get(key), self.keepalive).write:
+            self.last[key] = sample
+            self.pending.append(sample)
+
+    def flush(self) -> int:
+        """Insert what was kept since the last flush (time order), in batches."""
+        self.pending.sort(key=lambda s: s.sampled_at)
+        for i in range(0, len(self.pending), BATCH_ROWS):
+            insert_samples(self.db, self.pending[i:i + BATCH_ROWS])
+        n = len(self.pending)
+        self.written += n
+        self.pending.clear()
+        return n

@@ -1,0 +1,189 @@
+"""Which Prometheus series hold the five counters, and whose card they are (pure).
+
+Three exporters' names are understood (``--metrics``), per counter ``ours`` (gpu-health-exporter)
+/ ``dcgm`` (dcgm-exporter) / ``nvidia_smi`` (utkuozdemir/nvidia_gpu_exporter):
+
+- uncorrectable ECC: ``gpu_health_ecc_uncorrected_total`` / ``DCGM_FI_DEV_ECC_DBE_AGG_TOTAL`` /
+  ``nvidia_smi_ecc_errors_uncorrected_aggregate_total``;
+- correctable ECC: ``gpu_health_ecc_corrected_total`` / ``DCGM_FI_DEV_ECC_SBE_AGG_TOTAL`` /
+  ``nvidia_smi_ecc_errors_corrected_aggregate_total``;
+- retired pages: ``gpu_health_retired_pages`` / ``DCGM_FI_DEV_RETIRED_SBE`` +
+  ``DCGM_FI_DEV_RETIRED_DBE`` / ``nvidia_smi_retired_pages_single_bit_ecc_count`` +
+  ``nvidia_smi_retired_pages_double_bit_count``;
+- pending row remaps: ``gpu_health_remapped_rows_pending`` / ``DCGM_FI_DEV_ROW_REMAP_PENDING`` /
+  ``nvidia_smi_remapped_rows_pending``;
+- row-remap failure: ``gpu_health_remapped_rows_failure`` / ``DCGM_FI_DEV_ROW_REMAP_FAILURE`` /
+  ``nvidia_smi_remapped_rows_failure``.
+
+A sum is unknown when either part is (as the exporter does for retired pages). Identity:
+
+- ``ours``: ``gpu`` and ``uuid`` labels; node = the ``node`` label (the evaluator's target
+  label), else the host of ``instance``;
+- ``dcgm``: ``gpu``, ``UUID``; node = ``Hostname`` (dcgm-exporter sets it), else ``instance``;
+- ``nvidia_smi``: its per-GPU series carry only ``uuid``; the index comes from
+  ``nvidia_smi_gpu_info{uuid, index}`` of the same node; node = the host of ``instance``.
+
+A value is unknown (None, never 0) when it is NaN, infinite, negative, fractional or above the
+BIGINT range; two series of one card and metric with different values at one time make that
+metric unknown (which one is true cannot be decided), as live ingest does; a card whose series
+name two UUIDs at one time is dropped for that reading (two cards in one slot).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from evaluator.model import CardKey, Counters
+from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, CounterKey
+
+LIMIT_POINTS: Final = 11_000  # Prometheus: "exceeded maximum resolution of 11,000 points"
+DEFAULT_MAX_POINTS: Final = 10_000  # steps per series per range query
+MAX_COUNTER: Final = 2**63 - 1
+MAX_GPU_INDEX: Final = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSet:
+    name: str
+    counters: Mapping[CounterKey, tuple[str, ...]]
+    node_labels: tuple[str, ...]
+    gpu_label: str | None
+    uuid_label: str
+    info_metric: str | None = None  # gives the index when series carry none
+    info_index_label: str | None = None
+
+    def metric_names(self) -> list[str]:
+        names = [n for key in COUNTER_KEYS for n in self.counters.get(key, ())]
+        return names + ([self.info_metric] if self.info_metric else [])
+
+
+OURS: Final = MetricSet("ours", {k: (METRIC_NAMES[k],) for k in COUNTER_KEYS}, ("node",),
+                        "gpu", "uuid")
+DCGM: Final = MetricSet("dcgm", {
+    "ecc_uncorrected_total": ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",),
+    "ecc_corrected_total": ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",),
+    "retired_pages": ("DCGM_FI_DEV_RETIRED_SBE", "DCGM_FI_DEV_RETIRED_DBE"),
+    "remapped_rows_pending": ("DCGM_FI_DEV_ROW_REMAP_PENDING",),
+    "remapped_rows_failure": ("DCGM_FI_DEV_ROW_REMAP_FAILURE",),
+}, ("Hostname",), "gpu", "UUID")
+NVIDIA_SMI: Final = MetricSet("nvidia_smi", {
+    "ecc_uncorrected_total": ("nvidia_smi_ecc_errors_uncorrected_aggregate_total",),
+    "ecc_corrected_total": ("nvidia_smi_ecc_errors_corrected_aggregate_total",),
+    "retired_pages": ("nvidia_smi_retired_pages_single_bit_ecc_count",
+                      "nvidia_smi_retired_pages_double_bit_count"),
+    "remapped_rows_pending": ("nvidia_smi_remapped_rows_pending",),
+    "remapped_rows_failure": ("nvidia_smi_remapped_rows_failure",),
+}, (), None, "uuid", "nvidia_smi_gpu_info", "index")
+METRIC_SETS: Final[dict[str, MetricSet]] = {m.name: m for m in (OURS, DCGM, NVIDIA_SMI)}
+
+
+@dataclass(slots=True)
+class Assembly:
+    """Readings of one chunk: card -> time -> (uuid, metric -> value), and what was dropped."""
+
+    readings: dict[CardKey, dict[datetime, tuple[str | None, dict[str, int | None]]]] = \
+        field(default_factory=dict)
+    dropped: Counter[str] = field(default_factory=Counter)
+    series: int = 0
+
+
+def counter_value(text: Any) -> int | None:
+    """A Prometheus sample value as a counter, or None (unknown) when it cannot be one."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(value) or value < 0 or value != math.floor(value) or \
+            value > MAX_COUNTER:
+        return None
+    return int(value)
+
+
+def instance_host(instance: str) -> str:
+    """``host:port`` / ``[v6]:port`` / ``host`` -> host."""
+    if instance.startswith("["):
+        return instance[1:].partition("]")[0]
+    host, sep, port = instance.rpartition(":")
+    return host if sep and port.isdigit() and ":" not in host else instance
+
+
+def node_of(ms: MetricSet, labels: Mapping[str, str], node_label: str | None) -> str | None:
+    for name in (node_label,) if node_label else ms.node_labels:
+        if labels.get(name):
+            return labels[name]
+    return instance_host(labels["instance"]) if labels.get("instance") else None
+
+
+def index_map(ms: MetricSet, info_series: Iterable[Mapping[str, Any]],
+              node_label: str | None) -> dict[tuple[str, str], int]:
+    """(node, uuid) -> index from the info metric's series (nvidia_smi)."""
+    result: dict[tuple[str, str], int] = {}
+    for s in info_series:
+        labels = s.get("metric", {})
+        node, uuid = node_of(ms, labels, node_label), labels.get(ms.uuid_label)
+        index = labels.get(ms.info_index_label or "", "")
+        if node and uuid and index.isdigit() and int(index) <= MAX_GPU_INDEX:
+            result[(node, uuid)] = int(index)
+    return result
+
+
+def add_series(acc: Assembly, ms: MetricSet, metric: str, series: Iterable[Mapping[str, Any]],
+               node_label: str | None, indexes: Mapping[tuple[str, str], int]) -> None:
+    """Fold one metric's range-query result into the chunk's readings."""
+    for s in series:
+        acc.series += 1
+        labels = s.get("metric", {})
+        node = node_of(ms, labels, node_label)
+        uuid = labels.get(ms.uuid_label) or None
+        if ms.gpu_label is not None:
+            text = labels.get(ms.gpu_label, "")
+            gpu = int(text) if text.isdigit() and int(text) <= MAX_GPU_INDEX else None
+        else:
+            gpu = indexes.get((node or "", uuid or ""))
+        if node is None or gpu is None:
+            acc.dropped["series_without_card_identity"] += 1
+            continue
+        card = acc.readings.setdefault(CardKey(node, gpu), {})
+        for ts, text in s.get("values", ()):
+            at = datetime.fromtimestamp(float(ts), UTC)
+            slot_uuid, values = card.setdefault(at, (uuid, {}))
+            if slot_uuid != uuid:
+                acc.dropped["uuid_conflict"] += 1
+                card[at] = (slot_uuid, {**values, "__conflict__": None})
+                continue
+            value = counter_value(text)
+            if value is None:
+                acc.dropped["unknown_value"] += 1
+            if metric in values and values[metric] != value:
+                acc.dropped["duplicate_series"] += 1
+                value = None
+            values[metric] = value
+
+
+def counters_of(ms: MetricSet, values: Mapping[str, int | None]) -> Counters:
+    """The five counters from one reading's metric values (missing parts: unknown)."""
+    result: list[int | None] = []
+    for key in COUNTER_KEYS:
+        parts = [values.get(name) for name in ms.counters.get(key, ())]
+        result.append(None if not parts or any(p is None for p in parts)
+                      else sum(p for p in parts if p is not None))
+    return Counters(*result)
+
+
+def readings(acc: Assembly, ms: MetricSet) -> list[tuple[CardKey, str | None, datetime,
+                                                         Counters]]:
+    """(card, uuid, time, counters) in time order per card; readings of a card whose series
+    disagreed on the UUID are dropped."""
+    rows = []
+    for key in sorted(acc.readings, key=lambda k: (k.node_id, k.gpu_index)):
+        for at in sorted(acc.readings[key]):
+            uuid, values = acc.readings[key][at]
+            if "__conflict__" in values:
+                continue
+            rows.append((key, uuid, at, counters_of(ms, values)))
+    return rows

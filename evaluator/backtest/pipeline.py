@@ -1,0 +1,219 @@
+"""One backtest run: check everything, import, replay every version, report.
+
+Everything that can be wrong with the arguments (rule files, sweep values, the events file, the
+``--plot`` dependency, the database path) is found before the database is created, and a failed
+import removes the file it created: a bad input never leaves a half-filled backtest behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+from tqdm import tqdm
+
+from evaluator.backtest.activity import tick_grid
+from evaluator.backtest.events import EventFile, card_histories, parse_events
+from evaluator.backtest.history import write_histories
+from evaluator.backtest.inputs import EventsSource, events_info, prometheus_info
+from evaluator.backtest.plot import plot_sweep, require_matplotlib
+from evaluator.backtest.prometheus import PrometheusSource, import_prometheus
+from evaluator.backtest.queries import drop_sample_indexes, sample_span
+from evaluator.backtest.replay import ReplaySummary, replay
+from evaluator.backtest.report import build_report, render_text
+from evaluator.backtest.rulesets import Variant, variants
+from evaluator.backtest.store import (
+    finish_run,
+    imported_assumptions,
+    imported_period,
+    open_backtest,
+    start_run,
+)
+from evaluator.backtest.workdb import MAX_SHARE, copy_predictions, replay_subset, working_copy
+from evaluator.rules.registry import register_ruleset
+from evaluator.rules.ruleset import RuleSet
+from evaluator.store.db import Database
+from gpu_health.clock import Clock, system_clock
+from gpu_health.errors import BacktestError, ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BacktestOptions:
+    db_path: Path
+    live_paths: tuple[Path, ...]
+    source: PrometheusSource | EventsSource | None
+    rule_files: tuple[Path, ...]
+    sweeps: tuple[tuple[str, list[str]], ...] = ()
+    keepalive: timedelta = timedelta(minutes=5)
+    output: Path | None = None
+    plot: Path | None = None
+    progress: bool | None = None  # None: a bar on a terminal only
+    skip: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    """What the import wrote: the report's ``input`` section and the period to replay."""
+
+    info: dict[str, Any]
+    since: datetime
+    until: datetime
+
+
+def _bar(total: int, desc: str, progress: bool | None) -> tqdm[Any]:
+    """A bar on stderr; ``progress=None``: only on a terminal (silent in logs and CI)."""
+    return tqdm(total=total, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True,
+                disable=None if progress is None else not progress)
+
+
+def _progress(bar: tqdm[Any]) -> Callable[[int, int], None]:
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+    return update
+
+
+def run_backtest(options: BacktestOptions, *, clock: Clock = system_clock,
+                 out: TextIO | None = None) -> dict[str, Any]:
+    """Run everything; returns the report (also written to ``--output`` and printed)."""
+    found = variants(options.rule_files, options.sweeps)
+    if options.plot is not None:
+        require_matplotlib()
+    events = _read_events(options.source) if isinstance(options.source, EventsSource) else None
+    created = not options.db_path.exists()
+    db = open_backtest(options.db_path, live=options.live_paths,
+                       importing=options.source is not None)
+    closed = False
+    try:
+        run_id = start_run(db, now=clock(), kind=_kind(options.source),
+                           source=_where(options.source), options=_options_json(options))
+        try:
+            imported = _import(db, options, found, events)
+        except BaseException:
+            if created:  # nothing of a failed import is worth keeping
+                db.close()
+                closed = True
+                _remove(options.db_path)
+            raise
+        summaries = replay_all(db, [v.ruleset for v in found], imported.since,
+                               imported.until, skip=options.skip, progress=options.progress)
+        report = build_report(db, found, summaries, input_info=imported.info,
+                              since=imported.since, until=imported.until,
+                              generated_at=clock(), database=str(options.db_path))
+        finish_run(db, run_id, since=imported.since, until=imported.until, report=report)
+    finally:
+        if not closed:
+            db.close()
+    if options.output is not None:
+        options.output.parent.mkdir(parents=True, exist_ok=True)
+        options.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if options.plot is not None:
+        plot_sweep(report, options.plot)
+    (out or sys.stdout).write(render_text(report))
+    return report
+
+
+def _remove(path: Path) -> None:
+    for p in (path, path.with_name(path.name + ".wal")):
+        p.unlink(missing_ok=True)
+
+
+def _kind(source: object) -> str:
+    return ("prometheus" if isinstance(source, PrometheusSource) else
+            "events" if isinstance(source, EventsSource) else "replay")
+
+
+def _where(source: object) -> str | None:
+    if isinstance(source, PrometheusSource):
+        return source.url
+    return str(source.path) if isinstance(source, EventsSource) else None
+
+
+def _options_json(options: BacktestOptions) -> dict[str, Any]:
+    return {k: (asdict(v) if hasattr(v, "__dataclass_fields__") else v)
+            for k, v in ((f, getattr(options, f)) for f in options.__dataclass_fields__)}
+
+
+def _read_events(source: EventsSource) -> EventFile:
+    try:
+        with source.path.open(encoding="utf-8", newline="") as fh:
+            return parse_events(fh, source.columns, str(source.path))
+    except OSError as exc:
+        raise ConfigError(f"--events {source.path}: cannot read: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--events {source.path}: not UTF-8 text: {exc}") from exc
+
+
+def _import(db: Database, options: BacktestOptions, found: list[Variant],
+            events: EventFile | None) -> Imported:
+    source = options.source
+    if source is not None:
+        drop_sample_indexes(db)
+    if isinstance(source, EventsSource) and events is not None:
+        return import_events(db, source, events, found, options)
+    if isinstance(source, PrometheusSource):
+        with _bar(0, "prometheus", options.progress) as bar:
+            stats = asyncio.run(import_prometheus(db, source, options.keepalive, _progress(bar)))
+        return Imported(prometheus_info(source, stats, db, options.keepalive),
+                        source.since, source.until)
+    period = imported_period(db)
+    if period is None:
+        lo, hi, _ = sample_span(db)
+        if lo is None or hi is None:
+            raise BacktestError(f"{options.db_path} holds no samples to replay")
+        period = (lo, hi)
+    info = imported_assumptions(db) or {"kind": "replay", "assumptions": []}
+    return Imported({**info, "replayed_from": str(options.db_path)}, *period)
+
+
+def import_events(db: Database, source: EventsSource, events: EventFile, found: list[Variant],
+                  options: BacktestOptions) -> Imported:
+    longest = max(v.ruleset.params.window_days for v in found)
+    after = source.observe_after or timedelta(days=longest)
+    histories, rule = card_histories(events, step=source.step, lead_in=source.lead_in,
+                                     observe_after=after)
+    if not histories:
+        raise ConfigError(f"--events {source.path}: no correctable or uncorrectable event")
+    with _bar(0, "writing history", options.progress) as bar:
+        rows = write_histories(db, histories, step=source.step, keepalive=options.keepalive,
+                               progress=lambda n: bar.update(n - bar.n))
+    info = events_info(source, events, histories, rows, rule, after, options.keepalive)
+    return Imported(info, min(h.start for h in histories), max(h.stop for h in histories))
+
+
+def replay_all(db: Database, rulesets: Sequence[RuleSet], since: datetime, until: datetime,
+               *, skip: bool = True, progress: bool | None = None,
+               copy_share: float = MAX_SHARE) -> list[ReplaySummary]:
+    """Replay every rule set over ``[since, until]``, on a working copy of the cards that can
+    fire when they hold at most ``copy_share`` of the rows (:mod:`evaluator.backtest.workdb`)."""
+    for rs in rulesets:  # a rule file changed under a used version fails here, before any work
+        ticks = tick_grid(since, until, rs.params.scan_interval)
+        if ticks:
+            register_ruleset(db, rs, ticks[0])
+    cards = replay_subset(db, rulesets, copy_share) if skip else None
+    if cards is None:
+        return [_replay_one(db, rs, since, until, skip, progress) for rs in rulesets]
+    summaries = []
+    with working_copy(db, cards) as work:
+        for rs in rulesets:
+            summary = _replay_one(work, rs, since, until, skip, progress)
+            summary.cards = len(cards)
+            with db.transaction():
+                copy_predictions(work, db, rs.version)
+            summaries.append(summary)
+    return summaries
+
+
+def _replay_one(db: Database, rs: RuleSet, since: datetime, until: datetime, skip: bool,
+                progress: bool | None) -> ReplaySummary:
+    with _bar(0, f"replay {rs.version}", progress) as bar:
+        return replay(db, rs, since, until, skip=skip, progress=_progress(bar))

@@ -1,0 +1,200 @@
+"""Replay a rule set over a backtest file: the live worker's ticks, in time order.
+
+Ticks fall every ``scan_interval_minutes`` (aligned to the Unix epoch) across the period. At
+each tick, exactly as :meth:`evaluator.worker.Worker.tick`: backfill first (observe every pending
+prediction, classify, compare-and-set the outcomes, ``resolved_at`` = the tick), then predict
+(features of every card at the tick, the signal engine, one insert with the one-open-window
+rule, ``predicted_at`` = the tick). The building blocks are the live ones: ``register_ruleset``,
+``observe_pending``, ``classify``, ``resolve``, ``card_features``, ``decide``,
+``insert_predictions``.
+
+Two things differ, neither in the result:
+
+- features are extracted for many ticks per statement (``card_features(at=[...])``, built for
+  this) instead of one statement per tick;
+- ticks that provably change nothing are skipped (:mod:`evaluator.backtest.activity`).
+
+Versions are replayed one after the other over the same samples. That equals running each alone:
+a version only inserts its own predictions, and when a later version replays, the earlier ones'
+leftovers are windows still open at the end of the period with no fault in them, which no
+backfill before the end can resolve.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from bisect import bisect_left
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from evaluator.backtest.activity import (
+    KNOWN_SIGNALS,
+    BackfillPlan,
+    TickPlan,
+    bucket_ranges,
+    bucket_windows,
+    tick_grid,
+)
+from evaluator.backtest.queries import (
+    active_ranges,
+    existing_predictions,
+    has_rows,
+    uncorrected_increase_points,
+)
+from evaluator.rules.model import CardFeatures
+from evaluator.rules.outcome import classify
+from evaluator.rules.registry import register_ruleset
+from evaluator.rules.ruleset import RuleSet
+from evaluator.rules.signals import SIGNALS, decide
+from evaluator.store.backfill import observe_pending
+from evaluator.store.db import Database
+from evaluator.store.features import card_features
+from evaluator.store.predictions import insert_predictions, resolve
+from gpu_health.contract import SOURCE_REAL
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHUNK = 96  # evaluation times per feature statement
+HORIZON = timedelta(days=7)  # ... spread over at most this much time
+
+
+@dataclass(slots=True)
+class ReplaySummary:
+    """What one version's replay did (for the report and the benchmark)."""
+
+    version: str
+    ticks: int = 0
+    evaluated_ticks: int = 0
+    backfill_ticks: int = 0
+    predictions: int = 0
+    resolved: dict[str, int] = field(default_factory=lambda: {"hit": 0, "miss": 0, "voided": 0})
+    skipping: bool = True
+    seconds: float = 0.0
+    cards: int | None = None  # replayed on a copy of this many cards (None: the whole file)
+
+
+def _plans(db: Database, ruleset: RuleSet, ticks: list[datetime],
+           skip: bool) -> tuple[TickPlan, BackfillPlan]:
+    params = ruleset.params
+    signals_known = {s.name for s in SIGNALS} <= KNOWN_SIGNALS
+    if skip and not signals_known:
+        log.warning("unknown signals in the engine: evaluating every tick of %s",
+                    ruleset.version)
+    ranges = None
+    if skip and signals_known:
+        w = bucket_windows(params)
+        runs = active_ranges(db, bucket=w.bucket, strong=w.strong, trend=w.trend, base=w.base,
+                             min_increase=w.min_increase)
+        ranges = bucket_ranges(ticks, runs, w.bucket)
+    if not params.enabled:
+        log.warning("rule set %s is disabled (enabled: false): backfilling only",
+                    ruleset.version)
+        ranges = {}
+    xid_faults = bool(getattr(params, "fault_xids", ())) and has_rows(db, "gpu_health_xid_samples")
+    if skip and xid_faults:
+        log.warning("XID fault events in the file: backfilling %s at every tick", ruleset.version)
+    points = uncorrected_increase_points(db) if skip and not xid_faults else None
+    candidates, backfills = TickPlan(len(ticks), ranges), BackfillPlan(ticks, points)
+    ends, pending = existing_predictions(db, ruleset.version)
+    for node, gpu, end in ends:
+        candidates.block((node, gpu), -1, bisect_left(ticks, end))
+    for pid, node, gpu, uuid, t0, end in pending:
+        backfills.watch(pid, (node, gpu, uuid), t0, end)
+    return candidates, backfills
+
+
+def replay(db: Database, ruleset: RuleSet, start: datetime, end: datetime, *,
+           skip: bool = True, chunk: int = DEFAULT_CHUNK,
+           progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
+    """Replay ``ruleset`` over ``[start, end]``; ``progress(done, total)`` after each tick.
+    The whole replay is one transaction: thousands of small commits would cost more than the
+    work, and a replay that fails half-way leaves nothing of this version behind."""
+    began = time.perf_counter()
+    ticks = tick_grid(start, end, ruleset.params.scan_interval)
+    summary = ReplaySummary(ruleset.version, ticks=len(ticks), skipping=skip)
+    if ticks:
+        with db.transaction():
+            register_ruleset(db, ruleset, ticks[0])
+            candidates, backfills = _plans(db, ruleset, ticks, skip)
+            _Walk(db, ruleset, ticks, candidates, backfills, summary, chunk, progress).run()
+    summary.seconds = time.perf_counter() - began
+    log.info("replayed %s: %d ticks, %d evaluated, %d backfills, %d predictions, resolved %s "
+             "in %.1f s", ruleset.version, summary.ticks, summary.evaluated_ticks,
+             summary.backfill_ticks, summary.predictions, summary.resolved, summary.seconds)
+    return summary
+
+
+@dataclass(slots=True)
+class _Walk:
+    """The tick loop: at each tick that can change anything, backfill, then predict."""
+
+    db: Database
+    ruleset: RuleSet
+    ticks: list[datetime]
+    candidates: TickPlan
+    backfills: BackfillPlan
+    summary: ReplaySummary
+    chunk: int
+    progress: Callable[[int, int], None] | None
+    features: dict[datetime, list[CardFeatures]] = field(default_factory=dict)
+
+    def run(self) -> None:
+        i, n = 0, len(self.ticks)
+        while i < n:
+            nexts = [k for k in (self.candidates.next_candidate(i), self.backfills.next_tick(i))
+                     if k is not None]
+            if not nexts:
+                break
+            j = min(nexts)
+            if self.backfills.next_tick(j) == j:
+                self._backfill(j)
+            if self.candidates.cover[j] > 0:
+                self._predict(j)
+            if self.progress is not None:
+                self.progress(j + 1, n)
+            i = j + 1
+        if self.progress is not None:
+            self.progress(n, n)
+
+    def _backfill(self, j: int) -> None:
+        now = self.ticks[j]
+        self.summary.backfill_ticks += 1
+        outcomes = [o for obs in observe_pending(self.db, now) if (o := classify(obs))]
+        for status, count in resolve(self.db, outcomes, now).items():
+            self.summary.resolved[status] += count
+        self.backfills.done(j, (o.prediction_id for o in outcomes))
+
+    def _predict(self, j: int) -> None:
+        """Decide and insert as the worker does. Decisions of cards with an open window are not
+        offered: the insert's one-open-window rule would refuse them (it still checks the
+        rest)."""
+        now = self.ticks[j]
+        if now not in self.features:
+            self._extract(j)
+        params = self.ruleset.params
+        decisions = [d for f in self.features.pop(now)
+                     if not self.candidates.blocked((f.node_id, f.gpu_index), j)
+                     and (d := decide(f, params)) is not None]
+        if not decisions:
+            return
+        created = insert_predictions(self.db, decisions, rule_version=self.ruleset.version,
+                                     window_days=params.window_days, now=now)
+        for p in created:
+            self.summary.predictions += 1
+            self.backfills.watch(p.id, (p.node_id, p.gpu_index, p.gpu_uuid), p.t0,
+                                 p.window_end)
+            self.candidates.block((p.node_id, p.gpu_index), j,
+                                  bisect_left(self.ticks, p.window_end))
+
+    def _extract(self, j: int) -> None:
+        """Features of the ticks :meth:`TickPlan.pick` chooses from ``j`` on, within
+        ``HORIZON`` (one statement reads a narrow time range)."""
+        end = bisect_left(self.ticks, self.ticks[j] + HORIZON)
+        chosen = [self.ticks[k] for k in self.candidates.pick(j, end, self.chunk)]
+        self.features = {t: [] for t in chosen}
+        for f in card_features(self.db, chosen, SOURCE_REAL, self.ruleset.params,
+                               chunk=len(chosen)):
+            self.features[f.at].append(f)
+        self.summary.evaluated_ticks += len(chosen)

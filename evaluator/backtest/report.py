@@ -1,0 +1,165 @@
+"""The backtest report: per version, the live statistics plus base rates, as JSON and text.
+
+Every precision, recall and F1 comes from :func:`evaluator.stats.prediction_stats`, the function
+behind the live ``prediction-stats`` API, with its null rules (null below
+``stats_min_matured`` matured predictions or ``stats_min_observed_days`` observed days; recall
+null without a fault). Each version is measured on the file's samples and its OWN predictions
+(:func:`evaluator.backtest.queries.only_version`), over the replayed period. Its row shows the
+window it predicts with; the full statistics (both windows, the missed cards) stay in ``stats``.
+
+Base rates, the same for every version: cards, monitorable cards, observed card-days (exposure),
+cards with a fault, faults preceded by any correctable error at all (a correctable count above 0
+on the card before its first fault: the recall ceiling of any correctable-ECC rule). Per version
+also: the lead time from a prediction's t0 to the first fault it predicted (min/median/max), and
+the predictions per signal layer and per signal.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from evaluator.backtest.queries import (
+    card_count,
+    counts_by,
+    lead_times,
+    only_version,
+    preceded_by_correctable,
+)
+from evaluator.backtest.replay import ReplaySummary
+from evaluator.backtest.rulesets import Variant
+from evaluator.stats import DISCLAIMER, prediction_stats, rfc3339
+from evaluator.store.db import Database
+from evaluator.store.stats import Fault, raw_stats
+from gpu_health.contract import SOURCE_REAL
+
+PAPER = {
+    "source": "Wu et al., \"Removing Obstacles before Breaking Through the Memory Wall: A Close "
+              "Look at HBM Errors in the Field\", USENIX ATC '24 (Calchas)",
+    "granularity": "server",
+    "precision": 0.33, "recall": 0.57, "f1": 0.42,
+}
+
+
+def _days(values: Sequence[timedelta]) -> dict[str, Any]:
+    days = [v.total_seconds() / 86400 for v in values]
+    if not days:
+        return {"n": 0, "min": None, "median": None, "max": None}
+    return {"n": len(days), "min": round(min(days), 3),
+            "median": round(statistics.median(days), 3), "max": round(max(days), 3)}
+
+
+def _key(f: Fault) -> tuple[str, int, str | None, datetime]:
+    return (f.node_id, f.gpu_index, f.gpu_uuid, f.first_fault_at)
+
+
+def version_report(db: Database, variant: Variant, summary: ReplaySummary,
+                   since: datetime, until: datetime) -> tuple[dict[str, Any], list[Fault]]:
+    """One version's row (and the period's faults, for the base rates)."""
+    rs = variant.ruleset
+    window = rs.params.window_days
+    with only_version(db, rs.version):
+        stats = prediction_stats(db, now=until, since=since, source=SOURCE_REAL, ruleset=rs)
+        raw = raw_stats(db, since=since, until=until, source=SOURCE_REAL, nodes=None,
+                        fault_xids=rs.params.fault_xids)  # the faults prediction_stats counts
+        predicted = [_key(f) for f in raw.faults if window in f.predicted_by]
+        lead = lead_times(db, rs.version, predicted)
+    own = next(w for w in stats["windows"] if w["window_days"] == window)
+    row = {
+        "version": rs.version,
+        "label": variant.label,
+        "base_version": rs.base_version,
+        "origin": rs.origin,
+        "swept": dict(variant.swept),
+        "params": rs.params.as_dict(),
+        "window_days": window,
+        **{k: own[k] for k in ("predictions", "matured", "precision", "recall", "f1",
+                               "sufficient", "note", "faulty_cards", "predicted_faulty_cards",
+                               "missed_cards")},
+        "lead_time_days": _days(lead),
+        "by_layer": counts_by(db, rs.version, "layer"),
+        "by_signal": counts_by(db, rs.version, "signal"),
+        "replay": {"ticks": summary.ticks, "evaluated_ticks": summary.evaluated_ticks,
+                   "backfill_ticks": summary.backfill_ticks, "skipping": summary.skipping,
+                   "cards_replayed": summary.cards,
+                   "seconds": round(summary.seconds, 2)},
+        "stats": stats,
+    }
+    return row, list(raw.faults)
+
+
+def build_report(db: Database, variants: Sequence[Variant], summaries: Sequence[ReplaySummary],
+                 *, input_info: dict[str, Any], since: datetime, until: datetime,
+                 generated_at: datetime, database: str) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    faults: list[Fault] = []
+    for variant, summary in zip(variants, summaries, strict=True):
+        row, faults = version_report(db, variant, summary, since, until)
+        rows.append(row)
+    first = rows[0]["stats"]["windows"][0] if rows else {}
+    preceded = preceded_by_correctable(db, [_key(f) for f in faults])
+    return {
+        "tool": "gpu-health-evaluator backtest",
+        "generated_at": rfc3339(generated_at),
+        "database": database,
+        "period": {"since": rfc3339(since), "until": rfc3339(until),
+                   "days": round((until - since).total_seconds() / 86400, 3)},
+        "input": input_info,
+        "base_rates": {
+            "cards": card_count(db),
+            "monitorable_cards": first.get("monitorable_cards"),
+            "observed_card_days": first.get("exposure_card_days"),
+            "observed_days": first.get("observed_days"),
+            "cards_with_fault": len(faults),
+            "faults_preceded_by_correctable": preceded,
+            "recall_ceiling_correctable": round(preceded / len(faults), 4) if faults else None,
+        },
+        "versions": rows,
+        "reference": PAPER if input_info.get("preset") == "calchas" else None,
+        "disclaimer": DISCLAIMER,
+    }
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "null"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """The readable table printed on stdout."""
+    period, base, info = report["period"], report["base_rates"], report["input"]
+    lines = [
+        f"gpu-health backtest {period['since']} .. {period['until']} ({period['days']:g} days)",
+        f"input: {info.get('summary', info.get('kind'))}",
+        f"base rates: {base['cards']} cards ({base['monitorable_cards']} monitorable), "
+        f"{_num(base['observed_card_days'])} observed card-days, {base['cards_with_fault']} "
+        f"cards with a fault, {base['faults_preceded_by_correctable']} of them preceded by a "
+        f"correctable error (recall ceiling of a correctable-ECC rule: "
+        f"{_num(base['recall_ceiling_correctable'])})",
+        "",
+    ]
+    head = ("version", "win", "pend", "hit", "miss", "void", "precision", "recall", "F1",
+            "lead d min/med/max", "strong", "trend")
+    table = [head]
+    for v in report["versions"]:
+        p, lead = v["predictions"], v["lead_time_days"]
+        layers = {k: sum(s.values()) for k, s in v["by_layer"].items()}
+        table.append((v["label"], f"{v['window_days']}d", str(p["pending"]), str(p["hit"]),
+                      str(p["miss"]), str(p["voided"]), _num(v["precision"]),
+                      _num(v["recall"]), _num(v["f1"]),
+                      "/".join(_num(lead[k]) for k in ("min", "median", "max")),
+                      str(layers.get("strong", 0)), str(layers.get("trend", 0))))
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+              for r in table]
+    lines += ["", *(f"{v['label']}: {v['note']}" for v in report["versions"])]
+    if report.get("reference"):
+        ref = report["reference"]
+        lines.append(f"reference ({ref['granularity']} level, the paper's own ML model): "
+                     f"precision {ref['precision']}, recall {ref['recall']}, F1 {ref['f1']}")
+    lines += [f"assumption: {a}" for a in info.get("assumptions", ())]
+    lines.append(report["disclaimer"])
+    return "\n".join(lines) + "\n"

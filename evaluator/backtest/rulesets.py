@@ -1,0 +1,109 @@
+"""Rule files x ``--sweep`` combinations -> the effective versions a backtest replays.
+
+A sweep value goes through the same mechanism as an environment override
+(``GPU_HEALTH_RULE_<KEY>``, :func:`evaluator.rules.ruleset.load_ruleset` with an explicit
+environment), so a combination that changes a frozen parameter is its own effective version
+``<version>+p<hash>`` and never shares predictions with another. Unlike the live evaluator, a
+backtest reads no overrides from its own environment: the command line alone says what ran.
+
+Where the live loader ignores a bad override with a warning (an operator's typo must not switch
+a rule off), a sweep value the rule cannot take is an error listing every problem: a sweep that
+silently ran the file's value would report numbers for a combination that never ran. Only
+frozen, single-valued parameters can be swept: the others (scan interval, statistics gates) do
+not change which predictions are made, so they would not yield distinct versions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evaluator.rules.params import FROZEN_KEYS, SPEC_BY_KEY, coerce
+from evaluator.rules.ruleset import ENV_PREFIX, RuleSet, load_ruleset
+from gpu_health.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One effective version to replay, and the swept values that made it."""
+
+    ruleset: RuleSet
+    swept: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        values = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                           for k, v in self.swept)
+        return f"{self.ruleset.version} ({values})" if values else self.ruleset.version
+
+
+def parse_sweeps(items: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """``name=v1,v2`` items -> [(key, [text values])]; ConfigError lists every problem."""
+    problems: list[str] = []
+    result: list[tuple[str, list[str]]] = []
+    for item in items:
+        name, sep, values_text = item.partition("=")
+        key = name.strip().lower()
+        values = [v.strip() for v in values_text.split(",") if v.strip()]
+        if not sep or not values:
+            problems.append(f"--sweep {item!r}: expected name=value1,value2,...")
+            continue
+        spec = SPEC_BY_KEY.get(key)
+        if spec is None:
+            problems.append(f"--sweep {item!r}: {key!r} is not a rule parameter (known: "
+                            f"{', '.join(SPEC_BY_KEY)})")
+            continue
+        if key not in FROZEN_KEYS or spec.kind not in ("int", "float"):
+            problems.append(f"--sweep {item!r}: {key} is not a frozen single-valued parameter, "
+                            "so it would not make a distinct version (sweepable: "
+                            f"{', '.join(k for k in FROZEN_KEYS if _sweepable(k))})")
+            continue
+        if any(k == key for k, _ in result):
+            problems.append(f"--sweep {item!r}: {key} is swept twice")
+            continue
+        for value in values:
+            _, problem = coerce(key, value)
+            if problem:
+                problems.append(f"--sweep {item!r}: {problem}")
+        result.append((key, list(dict.fromkeys(values))))
+    if problems:
+        raise ConfigError(problems)
+    return result
+
+
+def _sweepable(key: str) -> bool:
+    return SPEC_BY_KEY[key].kind in ("int", "float")
+
+
+def variants(rule_files: Sequence[Path], sweeps: Sequence[tuple[str, list[str]]]) -> list[Variant]:
+    """Every rule file crossed with every combination of swept values, deduplicated by
+    effective version; ConfigError lists every combination a rule cannot take."""
+    problems: list[str] = []
+    found: dict[str, Variant] = {}
+    keys = [k for k, _ in sweeps]
+    for path in rule_files:
+        for combo in itertools.product(*(values for _, values in sweeps)):
+            env = {f"{ENV_PREFIX}{k.upper()}": v for k, v in zip(keys, combo, strict=True)}
+            try:
+                ruleset = load_ruleset(path, env=env)
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+                break
+            accepted = dict(ruleset.overrides)
+            rejected = [k for k in keys if k not in accepted]
+            if rejected:
+                problems.append(f"{path}: {', '.join(f'{k}={v}' for k, v in env.items())}: "
+                                f"{'; '.join(ruleset.warnings)}")
+                continue
+            variant = Variant(ruleset, tuple((k, accepted[k]) for k in keys))
+            known = found.get(ruleset.version)
+            if known is not None and known.ruleset.params_hash != ruleset.params_hash:
+                problems.append(f"{path}: version {ruleset.version!r} also comes from "
+                                f"{known.ruleset.origin} with other parameters; rename one")
+            found.setdefault(ruleset.version, variant)
+    if problems:
+        raise ConfigError(list(dict.fromkeys(problems)))
+    return list(found.values())

@@ -1,0 +1,152 @@
+"""The backtest's own DuckDB file: never the live store, always marked as a backtest file.
+
+A backtest writes imported history with ``source='real'`` (the replay must treat it as real
+history), so it must never share a file with a live evaluator. Before anything is opened:
+
+- a path that resolves to the live database (``storage.path`` of ``--config`` and the default
+  ``./data/gpu-health.duckdb``) is refused without being touched;
+- an existing file is first opened read-only and refused if it holds samples or predictions but
+  no backtest marker (a live store, or a copy of one, under another name);
+- importing into a marked file that already holds history is refused (the samples would be
+  doubled); without an input, a marked file's samples are replayed again (idempotent: prediction
+  ids are deterministic and outcomes are compare-and-set).
+
+The marker is the table ``gpu_health_backtest_runs`` (one row per run, with its options and, at
+the end, its report). It is created here, not by a schema migration: a migration would add it to
+every live store too, and it would no longer mark anything.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from evaluator.store.db import Database
+from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.errors import BacktestError, ConfigError, StoreError
+
+MARKER: Final = "gpu_health_backtest_runs"
+_CREATE: Final = f"""CREATE TABLE IF NOT EXISTS {MARKER} (
+    run_id INTEGER PRIMARY KEY,
+    started_at TIMESTAMP NOT NULL,
+    input_kind VARCHAR NOT NULL,
+    input VARCHAR,
+    since TIMESTAMP,
+    until TIMESTAMP,
+    options VARCHAR NOT NULL,
+    report VARCHAR
+)"""
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    marked: bool
+    samples: int
+    predictions: int
+
+
+def default_path(now: datetime) -> Path:
+    return Path("data") / f"backtest-{now.strftime('%Y%m%dT%H%M%SZ')}.duckdb"
+
+
+def live_problem(path: Path, live: tuple[Path, ...]) -> str | None:
+    """Why ``path`` may not be used (it is the live database), or None."""
+    target = path.resolve()
+    for candidate in live:
+        same = target == candidate.resolve()
+        if not same and target.exists() and candidate.exists():
+            same = target.samefile(candidate)
+        if same:
+            return (f"--db {path} is the live database ({candidate}); a backtest writes "
+                    "imported history as real samples and never touches the live store: "
+                    "choose another file")
+    return None
+
+
+def inspect(path: Path) -> FileState:
+    """Read-only look at an existing file (nothing is migrated or written)."""
+    try:
+        db = Database(path, read_only=True, threads=1)
+    except StoreError as exc:
+        raise BacktestError(f"cannot open {path} read-only to check it is a backtest file (is "
+                            f"a live evaluator using it?): {exc}") from exc
+    try:
+        tables = {r[0] for r in db.fetchall("SELECT table_name FROM information_schema.tables")}
+
+        def count(table: str) -> int:
+            return int(db.fetchone(f"SELECT count(*) FROM {table}")[0]) if table in tables else 0
+
+        return FileState(count(MARKER) > 0, count("gpu_health_samples"),
+                         count("gpu_health_predictions"))
+    finally:
+        db.close()
+
+
+def open_backtest(path: Path, *, live: tuple[Path, ...], importing: bool) -> Database:
+    """Open (creating if needed) a backtest file after the checks in the module docstring."""
+    problem = live_problem(path, live)
+    if problem:
+        raise ConfigError(problem)
+    if path.exists():
+        state = inspect(path)
+        if not state.marked and (state.samples or state.predictions):
+            raise ConfigError(
+                f"--db {path} holds {state.samples} samples and {state.predictions} predictions "
+                "not written by a backtest (a live store, or a copy of one): a backtest only "
+                "writes to its own files; choose a new path")
+        if importing and state.samples:
+            raise ConfigError(
+                f"--db {path} already holds {state.samples} imported samples: importing again "
+                "would double them. Choose a new --db, or leave out --prometheus/--events to "
+                "replay the samples already there")
+        if not importing and not state.samples:
+            raise ConfigError(f"--db {path} holds no samples to replay: give --prometheus or "
+                              "--events")
+    elif not importing:
+        raise ConfigError(f"--db {path} does not exist: give --prometheus or --events to import "
+                          "history into a new backtest file")
+    db = Database(path)
+    db.execute(_CREATE)
+    return db
+
+
+def start_run(db: Database, *, now: datetime, kind: str, source: str | None,
+              options: dict[str, Any]) -> int:
+    """Record a run (this also marks the file as a backtest file); returns its id."""
+    row = db.fetchone(
+        f"INSERT INTO {MARKER} (run_id, started_at, input_kind, input, options) "
+        f"SELECT coalesce(max(run_id), 0) + 1, ?, ?, ?, ? FROM {MARKER} RETURNING run_id",
+        [to_naive_utc(now), kind, source, json.dumps(options, sort_keys=True, default=str)],
+    )
+    return int(row[0])
+
+
+def finish_run(db: Database, run_id: int, *, since: datetime, until: datetime,
+               report: dict[str, Any]) -> None:
+    db.execute(f"UPDATE {MARKER} SET since = ?, until = ?, report = ? WHERE run_id = ?",
+               [to_naive_utc(since), to_naive_utc(until), json.dumps(report), run_id])
+
+
+def imported_period(db: Database) -> tuple[datetime, datetime] | None:
+    """The period of the first run that imported the history (replays reuse it)."""
+    row = db.fetchone(f"SELECT since, until FROM {MARKER} WHERE since IS NOT NULL "
+                      "ORDER BY run_id LIMIT 1")
+    if row is None:
+        return None
+    return from_naive_utc(row[0]), from_naive_utc(row[1])
+
+
+def imported_assumptions(db: Database) -> dict[str, Any] | None:
+    """The ``input`` section of the first run's report (what the history's rows assume)."""
+    row = db.fetchone(f"SELECT report FROM {MARKER} WHERE report IS NOT NULL "
+                      "ORDER BY run_id LIMIT 1")
+    if row is None:
+        return None
+    try:
+        value = json.loads(row[0]).get("input")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, dict) else None
