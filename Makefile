@@ -25,5 +25,12 @@ lint: install
 test: lint
 	$(BIN)/python -m pytest
 
+bench: install
+	$(BIN)/python bench/ingest.py --quick
+	$(BIN)/python -m bench.rules --quick
+	$(BIN)/python -m bench.api --quick
+	$(BIN)/python -m bench.dashboard_snapshot --quick
+	$(BIN)/python -m bench.backtest --quick
+
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

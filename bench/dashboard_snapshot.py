@@ -17,17 +17,13 @@ thread), render < 0.5 s (a scrape), alert sync < 0.1 s (every 5 s).
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
-import tempfile
 import time
 from datetime import timedelta
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from bench.rules import END, generate, plant_predictions
+from bench.rules import END, plant_predictions, run_on_fleet
 from evaluator.alerts.loop import sync
 from evaluator.prediction_metrics import PredictionStateCollector, compute_snapshot
 from evaluator.rules.ruleset import load_ruleset
@@ -67,23 +63,7 @@ def measure(db: Database, rows: int, cards: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="256 cards x 10 days")
-    parser.add_argument("--cards", type=int, default=4096)
-    parser.add_argument("--days", type=int, default=37)
-    args = parser.parse_args(argv)
-    cards, days = (256, 10) if args.quick else (args.cards, args.days)
-    logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="gpu-health-bench-") as tmp:
-        db = Database(Path(tmp) / "bench.duckdb")
-        started = time.perf_counter()
-        rows, _ = generate(db, cards, days, END)
-        print(f"generated {rows:,} rows ({cards} cards x {days} days) in "
-              f"{time.perf_counter() - started:.1f} s (not timed)")
-        ok = measure(db, rows, cards)
-        db.close()
-    print("targets met" if ok else "TARGETS MISSED")
-    return 0 if ok else 1
+    return run_on_fleet(argv, __doc__.splitlines()[0] if __doc__ else None, measure)
 
 
 if __name__ == "__main__":

@@ -61,8 +61,7 @@ class IngestPipeline:
                             r.target.node_id, r.error_reason, r.error)
             elif r.ok and previous is False:
                 log.info("target %s (node %s) is up again", r.target.url, r.target.node_id)
-            self._up[r.target.url] = r.ok
-        self._up = {r.target.url: r.ok for r in results}
+        self._up = {r.target.url: r.ok for r in results}  # targets that left are forgotten
         m = self.metrics
         if m is None:
             return

@@ -28,6 +28,7 @@ from evaluator.app import EvaluatorApp
 from evaluator.prediction_metrics import DEFAULT_REFRESH_SECONDS, PredictionState
 from evaluator.rules.ruleset import RuleSet, load_ruleset
 from evaluator.settings import Config
+from evaluator.store.backtest import MARKER, is_backtest_file
 from evaluator.store.db import Database
 from evaluator.worker import Worker, WorkerMetrics
 from gpu_health.clock import Clock, system_clock
@@ -72,6 +73,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
                     "until a tokens file is configured", config.listen_host)
     db = Database(config.storage_path)
     try:
+        _refuse_backtest_file(db, config)
         app = EvaluatorApp(config, clock=clock, db=db, start_loops=start_loops)
         worker = Worker(db, ruleset, clock,
                         metrics=WorkerMetrics(app.registry, loop_errors=app.metrics.loop_errors))
@@ -101,6 +103,17 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     log.info("rule set %s (%s) active; predictions every %s", ruleset.version, ruleset.origin,
              ruleset.params.scan_interval)
     return Service(app, db, ruleset, worker, tokens, state, alerts)
+
+
+def _refuse_backtest_file(db: Database, config: Config) -> None:
+    """A backtest file holds imported history as ``source='real'`` samples and the predictions
+    of every replayed version: served live, it would feed replayed data into the statistics,
+    the dashboards and the alerts."""
+    if is_backtest_file(db):
+        raise ConfigError(
+            f"storage.path {config.storage_path} is a backtest file (it holds the table "
+            f"{MARKER}, written by `gpu-health-evaluator backtest`), not a live store: its "
+            "samples are replayed history. Point storage.path at the live database")
 
 
 def _alert_loop(config: Config, app: EvaluatorApp, db: Database,

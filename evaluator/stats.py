@@ -16,7 +16,8 @@
 
 Both windows (7 and 30 days) are always reported side by side. Simulated data is counted only when
 ``source='simulated'`` is asked for explicitly. ``prediction_stats`` is the fixed interface the
-read API (and the backtest) call.
+read API calls; the backtest calls its two halves (``raw_stats``, then :func:`stats_document`)
+with ``rule_version`` set, so each replayed version counts only its own predictions.
 """
 
 from __future__ import annotations
@@ -62,23 +63,33 @@ def prediction_stats(
     nodes: frozenset[str] | None = None,
     ruleset: RuleSet | None = None,
     retention_days: int = DEFAULT_RETENTION_DAYS,
+    rule_version: str | None = None,
 ) -> dict[str, Any]:
     """JSON-ready statistics for the period [since, now]; ``nodes=None`` means every node,
-    otherwise only those node ids count anywhere (tenant visibility)."""
+    otherwise only those node ids count anywhere (tenant visibility). ``rule_version``: count
+    only that version's predictions (the backtest compares versions side by side in one file);
+    None counts every version, as a live store runs one at a time."""
     if source not in SOURCES:
         raise GpuHealthError(f"unknown source {source!r} (one of {', '.join(SOURCES)})",
                              reason="bad_source")
     start = since if since is not None else now - timedelta(days=retention_days)
     fault_xids = ruleset.params.fault_xids if ruleset else ()
     raw = raw_stats(db, since=start, until=now, source=source, nodes=nodes,
-                    fault_xids=fault_xids)
+                    fault_xids=fault_xids, rule_version=rule_version)
+    return stats_document(raw, source=source, since=start, until=now, ruleset=ruleset)
+
+
+def stats_document(raw: RawStats, *, source: str, since: datetime, until: datetime,
+                   ruleset: RuleSet | None) -> dict[str, Any]:
+    """Pure: the :func:`prediction_stats` answer from the raw counts of ``[since, until]``
+    (the backtest report reads the faults of the same ``raw``)."""
     min_matured = ruleset.params.stats_min_matured if ruleset else DEFAULT_MIN_MATURED
     min_days = ruleset.params.stats_min_observed_days if ruleset else DEFAULT_MIN_OBSERVED_DAYS
     return {
         "source": source,
-        "since": rfc3339(start),
-        "until": rfc3339(now),
-        "generated_at": rfc3339(now),
+        "since": rfc3339(since),
+        "until": rfc3339(until),
+        "generated_at": rfc3339(until),
         "disclaimer": DISCLAIMER,
         "windows": [window_stats(raw, w, min_matured, min_days) for w in WINDOWS],
     }

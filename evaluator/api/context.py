@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
 from evaluator.api.auth import TokenSet
+from evaluator.stats import rfc3339
 from evaluator.store.db import Database
 from gpu_health.clock import Clock
 from gpu_health.errors import ApiError
@@ -52,11 +53,6 @@ class ApiContext:
         if db is None:
             raise ApiError(503, "the store is not open (the evaluator is starting or stopping)")
         return db
-
-
-def rfc3339(value: datetime) -> str:
-    """Aware datetime -> RFC 3339 in UTC with a ``Z`` suffix."""
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def rfc3339_or_none(value: datetime | None) -> str | None:

@@ -11,11 +11,12 @@ inside its own DuckDB file (never the live store):
   counters per card;
 - ``history``: readings or counter histories -> stored rows through the live write rule;
 - ``rulesets``: rule files x ``--sweep`` combinations -> effective versions;
-- ``activity`` + ``replay``: the worker's ticks (backfill, then predict) across the period;
-  ``workdb``: the same replay on an in-memory copy of the cards that can fire;
+- ``activity`` + ``replay``: the worker's ticks (backfill, then predict) across the period,
+  skipping the ticks and the cards that provably change nothing;
 - ``report``, ``plot``: per version the live statistics plus base rates, as JSON, text and PNG;
   ``inputs``: where the history came from and what its rows assume;
-- ``store``, ``queries``: the backtest file (refusing the live database) and its SQL;
+- ``store``: the backtest file (refusing the live database); its SQL is in
+  :mod:`evaluator.store.backtest` and :mod:`evaluator.store.backtest_queries`;
 - ``pipeline``: the whole run; ``cli``: the subcommand's arguments.
 
 See docs/backtest.md.

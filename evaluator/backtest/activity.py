@@ -19,7 +19,8 @@ The store answers per card and bucket of width ``max_age`` (:func:`bucket_window
 spans above into bucket counts that contain them for every tick of the bucket). A card with a
 prediction whose window ends at ``e`` cannot get another at a tick ``< e`` (one open window per
 card, whatever the outcome), so it is no candidate there, and its decisions there are not even
-offered to the insert (which would refuse them). A tick with no candidate card inserts nothing.
+offered to the insert (which would refuse them). A tick with no candidate card inserts nothing,
+and a card that is no candidate at any tick needs no features at all.
 
 Outcomes (the fault definition is uncorrectable-ECC growth only: no XID history in the file, or
 no replayed version counts XIDs). A pending prediction is decided at the first tick at or after
@@ -62,7 +63,7 @@ def lookback(params: RuleParams) -> timedelta:
 class BucketWindows:
     """Bucket width (``max_age``) and, for a tick in bucket k, how many buckets back hold each
     span of the module docstring: ``strong``, ``trend``, and ``base`` (from, to; widened by one
-    bucket at its newer end, see :func:`evaluator.backtest.queries.active_ranges`)."""
+    bucket at its newer end, see :func:`evaluator.store.backtest_queries.active_ranges`)."""
 
     bucket: timedelta
     strong: int
@@ -119,12 +120,15 @@ def bucket_ranges(ticks: Sequence[datetime], runs: Iterable[tuple[str, int, str,
 
 class TickPlan:
     """Candidate ticks for predictions: how many (card, kind) pairs without an open window
-    could fire at each tick. ``ranges=None`` makes every tick a candidate (the fallback)."""
+    could fire at each tick, and ``cards``, those that can fire at some tick (the others'
+    decisions are all None: their features need not be extracted). ``ranges=None`` makes
+    every tick and every card a candidate (the fallback)."""
 
     def __init__(self, n: int, ranges: Ranges | None) -> None:
         self.ranges = ranges
         self._blocked_to: dict[Card, int] = {}
         self._kinds: dict[Card, list[str]] = {}
+        self.cards: list[Card] | None = None
         if ranges is None:
             self.cover = [1] * n
             return
@@ -134,6 +138,7 @@ class TickPlan:
             for i0, i1 in spans:
                 diff[i0] += 1
                 diff[i1 + 1] -= 1
+        self.cards = sorted(self._kinds)
         self.cover, running = [], 0
         for i in range(n):
             running += diff[i]

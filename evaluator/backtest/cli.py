@@ -19,7 +19,7 @@ from evaluator.backtest.events import PRESETS, EventColumns, parse_time
 from evaluator.backtest.metricsets import DEFAULT_MAX_POINTS, LIMIT_POINTS, METRIC_SETS
 from evaluator.settings import DEFAULT_STORAGE, Config, load_config
 from evaluator.settings_cli import environment
-from evaluator.settings_values import Checker, parse_duration, url_problem
+from evaluator.settings_values import Checker, url_problem
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
 
@@ -94,13 +94,7 @@ def _rules_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _duration(c: Checker, value: str | None, flag: str, default: timedelta) -> timedelta:
-    if value is None:
-        return default
-    seconds = parse_duration(value)
-    if seconds is None:
-        c.problem(f"{flag} must be a positive duration like 60s, 5m or 30d, got {value!r}")
-        return default
-    return timedelta(seconds=seconds)
+    return timedelta(seconds=c.duration({flag: value}, flag, flag, default.total_seconds()))
 
 
 def _time(c: Checker, value: str | None, flag: str) -> datetime | None:

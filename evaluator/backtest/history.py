@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from evaluator.backtest.events import CardHistory
-from evaluator.backtest.queries import expand_segments, stage_segments
 from evaluator.ingest_rule import decide
 from evaluator.model import CardKey, Counters, Sample
+from evaluator.store.backtest import expand_segments, stage_segments
 from evaluator.store.db import Database
 from evaluator.store.samples import insert_samples
 

@@ -25,20 +25,20 @@ from evaluator.backtest.history import write_histories
 from evaluator.backtest.inputs import EventsSource, events_info, prometheus_info
 from evaluator.backtest.plot import plot_sweep, require_matplotlib
 from evaluator.backtest.prometheus import PrometheusSource, import_prometheus
-from evaluator.backtest.queries import drop_sample_indexes, sample_span
 from evaluator.backtest.replay import ReplaySummary, replay
 from evaluator.backtest.report import build_report, render_text
 from evaluator.backtest.rulesets import Variant, variants
-from evaluator.backtest.store import (
+from evaluator.backtest.store import open_backtest
+from evaluator.rules.registry import register_ruleset
+from evaluator.rules.ruleset import RuleSet
+from evaluator.store.backtest import (
+    drop_sample_indexes,
     finish_run,
     imported_assumptions,
     imported_period,
-    open_backtest,
+    sample_span,
     start_run,
 )
-from evaluator.backtest.workdb import MAX_SHARE, copy_predictions, replay_subset, working_copy
-from evaluator.rules.registry import register_ruleset
-from evaluator.rules.ruleset import RuleSet
 from evaluator.store.db import Database
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import BacktestError, ConfigError
@@ -191,29 +191,14 @@ def import_events(db: Database, source: EventsSource, events: EventFile, found: 
 
 
 def replay_all(db: Database, rulesets: Sequence[RuleSet], since: datetime, until: datetime,
-               *, skip: bool = True, progress: bool | None = None,
-               copy_share: float = MAX_SHARE) -> list[ReplaySummary]:
-    """Replay every rule set over ``[since, until]``, on a working copy of the cards that can
-    fire when they hold at most ``copy_share`` of the rows (:mod:`evaluator.backtest.workdb`)."""
+               *, skip: bool = True, progress: bool | None = None) -> list[ReplaySummary]:
+    """Replay every rule set over ``[since, until]``, one after the other."""
     for rs in rulesets:  # a rule file changed under a used version fails here, before any work
         ticks = tick_grid(since, until, rs.params.scan_interval)
         if ticks:
             register_ruleset(db, rs, ticks[0])
-    cards = replay_subset(db, rulesets, copy_share) if skip else None
-    if cards is None:
-        return [_replay_one(db, rs, since, until, skip, progress) for rs in rulesets]
     summaries = []
-    with working_copy(db, cards) as work:
-        for rs in rulesets:
-            summary = _replay_one(work, rs, since, until, skip, progress)
-            summary.cards = len(cards)
-            with db.transaction():
-                copy_predictions(work, db, rs.version)
-            summaries.append(summary)
+    for rs in rulesets:
+        with _bar(0, f"replay {rs.version}", progress) as bar:
+            summaries.append(replay(db, rs, since, until, skip=skip, progress=_progress(bar)))
     return summaries
-
-
-def _replay_one(db: Database, rs: RuleSet, since: datetime, until: datetime, skip: bool,
-                progress: bool | None) -> ReplaySummary:
-    with _bar(0, f"replay {rs.version}", progress) as bar:
-        return replay(db, rs, since, until, skip=skip, progress=_progress(bar))

@@ -8,11 +8,14 @@ rule, ``predicted_at`` = the tick). The building blocks are the live ones: ``reg
 ``observe_pending``, ``classify``, ``resolve``, ``card_features``, ``decide``,
 ``insert_predictions``.
 
-Two things differ, neither in the result:
+Three things differ, none in the result:
 
 - features are extracted for many ticks per statement (``card_features(at=[...])``, built for
   this) instead of one statement per tick;
-- ticks that provably change nothing are skipped (:mod:`evaluator.backtest.activity`).
+- ticks that provably change nothing are skipped (:mod:`evaluator.backtest.activity`);
+- features are extracted only for the cards that can fire a known signal at some tick
+  (``card_features(cards=...)``): the others' decisions would all be None. In a fleet most
+  cards never err, and every feature statement would pay for them.
 
 Versions are replayed one after the other over the same samples. That equals running each alone:
 a version only inserts its own predictions, and when a later version replays, the earlier ones'
@@ -37,18 +40,18 @@ from evaluator.backtest.activity import (
     bucket_windows,
     tick_grid,
 )
-from evaluator.backtest.queries import (
-    active_ranges,
-    existing_predictions,
-    has_rows,
-    uncorrected_increase_points,
-)
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.outcome import classify
 from evaluator.rules.registry import register_ruleset
 from evaluator.rules.ruleset import RuleSet
 from evaluator.rules.signals import SIGNALS, decide
 from evaluator.store.backfill import observe_pending
+from evaluator.store.backtest import table_rows
+from evaluator.store.backtest_queries import (
+    active_ranges,
+    existing_predictions,
+    uncorrected_increase_points,
+)
 from evaluator.store.db import Database
 from evaluator.store.features import card_features
 from evaluator.store.predictions import insert_predictions, resolve
@@ -72,7 +75,7 @@ class ReplaySummary:
     resolved: dict[str, int] = field(default_factory=lambda: {"hit": 0, "miss": 0, "voided": 0})
     skipping: bool = True
     seconds: float = 0.0
-    cards: int | None = None  # replayed on a copy of this many cards (None: the whole file)
+    cards: int | None = None  # features of this many cards that can fire (None: every card)
 
 
 def _plans(db: Database, ruleset: RuleSet, ticks: list[datetime],
@@ -92,12 +95,18 @@ def _plans(db: Database, ruleset: RuleSet, ticks: list[datetime],
         log.warning("rule set %s is disabled (enabled: false): backfilling only",
                     ruleset.version)
         ranges = {}
-    xid_faults = bool(getattr(params, "fault_xids", ())) and has_rows(db, "gpu_health_xid_samples")
+    xid_faults = bool(params.fault_xids) and table_rows(db, "gpu_health_xid_samples") > 0
     if skip and xid_faults:
         log.warning("XID fault events in the file: backfilling %s at every tick", ruleset.version)
-    points = uncorrected_increase_points(db) if skip and not xid_faults else None
-    candidates, backfills = TickPlan(len(ticks), ranges), BackfillPlan(ticks, points)
     ends, pending = existing_predictions(db, ruleset.version)
+    points = None
+    if skip and not xid_faults:
+        # Every window's t0 sample is at most max_age before its tick (or it is a pending
+        # prediction of an earlier replay): from there on the increase points are those of
+        # the backfill's series.
+        since = min([ticks[0] - params.boundary_max_age, *(p[4] for p in pending)])
+        points = uncorrected_increase_points(db, since, ticks[-1])
+    candidates, backfills = TickPlan(len(ticks), ranges), BackfillPlan(ticks, points)
     for node, gpu, end in ends:
         candidates.block((node, gpu), -1, bisect_left(ticks, end))
     for pid, node, gpu, uuid, t0, end in pending:
@@ -118,6 +127,7 @@ def replay(db: Database, ruleset: RuleSet, start: datetime, end: datetime, *,
         with db.transaction():
             register_ruleset(db, ruleset, ticks[0])
             candidates, backfills = _plans(db, ruleset, ticks, skip)
+            summary.cards = None if candidates.cards is None else len(candidates.cards)
             _Walk(db, ruleset, ticks, candidates, backfills, summary, chunk, progress).run()
     summary.seconds = time.perf_counter() - began
     log.info("replayed %s: %d ticks, %d evaluated, %d backfills, %d predictions, resolved %s "
@@ -195,6 +205,6 @@ class _Walk:
         chosen = [self.ticks[k] for k in self.candidates.pick(j, end, self.chunk)]
         self.features = {t: [] for t in chosen}
         for f in card_features(self.db, chosen, SOURCE_REAL, self.ruleset.params,
-                               chunk=len(chosen)):
+                               chunk=len(chosen), cards=self.candidates.cards):
             self.features[f.at].append(f)
         self.summary.evaluated_ticks += len(chosen)

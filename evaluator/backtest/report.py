@@ -1,11 +1,13 @@
 """The backtest report: per version, the live statistics plus base rates, as JSON and text.
 
-Every precision, recall and F1 comes from :func:`evaluator.stats.prediction_stats`, the function
-behind the live ``prediction-stats`` API, with its null rules (null below
-``stats_min_matured`` matured predictions or ``stats_min_observed_days`` observed days; recall
-null without a fault). Each version is measured on the file's samples and its OWN predictions
-(:func:`evaluator.backtest.queries.only_version`), over the replayed period. Its row shows the
-window it predicts with; the full statistics (both windows, the missed cards) stay in ``stats``.
+Every precision, recall and F1 comes from the code behind the live ``prediction-stats`` API
+(:func:`evaluator.stats.prediction_stats` is :func:`~evaluator.store.stats.raw_stats` then
+:func:`~evaluator.stats.stats_document`; the report calls the two itself to keep the faults),
+with its null rules (null below ``stats_min_matured`` matured predictions or
+``stats_min_observed_days`` observed days; recall null without a fault). Each version is
+measured on the file's samples and its OWN predictions (``rule_version``), over the replayed
+period. Its row shows the window it predicts with; the full statistics (both windows, the
+missed cards) stay in ``stats``.
 
 Base rates, the same for every version: cards, monitorable cards, observed card-days (exposure),
 cards with a fault, faults preceded by any correctable error at all (a correctable count above 0
@@ -21,16 +23,15 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from evaluator.backtest.queries import (
+from evaluator.backtest.replay import ReplaySummary
+from evaluator.backtest.rulesets import Variant
+from evaluator.stats import DISCLAIMER, rfc3339, stats_document
+from evaluator.store.backtest_queries import (
     card_count,
     counts_by,
     lead_times,
-    only_version,
     preceded_by_correctable,
 )
-from evaluator.backtest.replay import ReplaySummary
-from evaluator.backtest.rulesets import Variant
-from evaluator.stats import DISCLAIMER, prediction_stats, rfc3339
 from evaluator.store.db import Database
 from evaluator.store.stats import Fault, raw_stats
 from gpu_health.contract import SOURCE_REAL
@@ -60,12 +61,11 @@ def version_report(db: Database, variant: Variant, summary: ReplaySummary,
     """One version's row (and the period's faults, for the base rates)."""
     rs = variant.ruleset
     window = rs.params.window_days
-    with only_version(db, rs.version):
-        stats = prediction_stats(db, now=until, since=since, source=SOURCE_REAL, ruleset=rs)
-        raw = raw_stats(db, since=since, until=until, source=SOURCE_REAL, nodes=None,
-                        fault_xids=rs.params.fault_xids)  # the faults prediction_stats counts
-        predicted = [_key(f) for f in raw.faults if window in f.predicted_by]
-        lead = lead_times(db, rs.version, predicted)
+    raw = raw_stats(db, since=since, until=until, source=SOURCE_REAL, nodes=None,
+                    fault_xids=rs.params.fault_xids, rule_version=rs.version)
+    stats = stats_document(raw, source=SOURCE_REAL, since=since, until=until, ruleset=rs)
+    predicted = [_key(f) for f in raw.faults if window in f.predicted_by]
+    lead = lead_times(db, rs.version, predicted)
     own = next(w for w in stats["windows"] if w["window_days"] == window)
     row = {
         "version": rs.version,

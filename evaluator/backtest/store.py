@@ -11,41 +11,18 @@ history), so it must never share a file with a live evaluator. Before anything i
   doubled); without an input, a marked file's samples are replayed again (idempotent: prediction
   ids are deterministic and outcomes are compare-and-set).
 
-The marker is the table ``gpu_health_backtest_runs`` (one row per run, with its options and, at
-the end, its report). It is created here, not by a schema migration: a migration would add it to
-every live store too, and it would no longer mark anything.
+The marker table and its SQL live in :mod:`evaluator.store.backtest`; the other direction (a
+live evaluator refusing a backtest file) is :func:`evaluator.service.build_service`'s.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
 
+from evaluator.store.backtest import inspect, mark
 from evaluator.store.db import Database
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.errors import BacktestError, ConfigError, StoreError
-
-MARKER: Final = "gpu_health_backtest_runs"
-_CREATE: Final = f"""CREATE TABLE IF NOT EXISTS {MARKER} (
-    run_id INTEGER PRIMARY KEY,
-    started_at TIMESTAMP NOT NULL,
-    input_kind VARCHAR NOT NULL,
-    input VARCHAR,
-    since TIMESTAMP,
-    until TIMESTAMP,
-    options VARCHAR NOT NULL,
-    report VARCHAR
-)"""
-
-
-@dataclass(frozen=True, slots=True)
-class FileState:
-    marked: bool
-    samples: int
-    predictions: int
 
 
 def default_path(now: datetime) -> Path:
@@ -66,32 +43,17 @@ def live_problem(path: Path, live: tuple[Path, ...]) -> str | None:
     return None
 
 
-def inspect(path: Path) -> FileState:
-    """Read-only look at an existing file (nothing is migrated or written)."""
-    try:
-        db = Database(path, read_only=True, threads=1)
-    except StoreError as exc:
-        raise BacktestError(f"cannot open {path} read-only to check it is a backtest file (is "
-                            f"a live evaluator using it?): {exc}") from exc
-    try:
-        tables = {r[0] for r in db.fetchall("SELECT table_name FROM information_schema.tables")}
-
-        def count(table: str) -> int:
-            return int(db.fetchone(f"SELECT count(*) FROM {table}")[0]) if table in tables else 0
-
-        return FileState(count(MARKER) > 0, count("gpu_health_samples"),
-                         count("gpu_health_predictions"))
-    finally:
-        db.close()
-
-
 def open_backtest(path: Path, *, live: tuple[Path, ...], importing: bool) -> Database:
     """Open (creating if needed) a backtest file after the checks in the module docstring."""
     problem = live_problem(path, live)
     if problem:
         raise ConfigError(problem)
     if path.exists():
-        state = inspect(path)
+        try:
+            state = inspect(path)
+        except StoreError as exc:
+            raise BacktestError(f"cannot open {path} read-only to check it is a backtest file "
+                                f"(is a live evaluator using it?): {exc}") from exc
         if not state.marked and (state.samples or state.predictions):
             raise ConfigError(
                 f"--db {path} holds {state.samples} samples and {state.predictions} predictions "
@@ -109,44 +71,5 @@ def open_backtest(path: Path, *, live: tuple[Path, ...], importing: bool) -> Dat
         raise ConfigError(f"--db {path} does not exist: give --prometheus or --events to import "
                           "history into a new backtest file")
     db = Database(path)
-    db.execute(_CREATE)
+    mark(db)
     return db
-
-
-def start_run(db: Database, *, now: datetime, kind: str, source: str | None,
-              options: dict[str, Any]) -> int:
-    """Record a run (this also marks the file as a backtest file); returns its id."""
-    row = db.fetchone(
-        f"INSERT INTO {MARKER} (run_id, started_at, input_kind, input, options) "
-        f"SELECT coalesce(max(run_id), 0) + 1, ?, ?, ?, ? FROM {MARKER} RETURNING run_id",
-        [to_naive_utc(now), kind, source, json.dumps(options, sort_keys=True, default=str)],
-    )
-    return int(row[0])
-
-
-def finish_run(db: Database, run_id: int, *, since: datetime, until: datetime,
-               report: dict[str, Any]) -> None:
-    db.execute(f"UPDATE {MARKER} SET since = ?, until = ?, report = ? WHERE run_id = ?",
-               [to_naive_utc(since), to_naive_utc(until), json.dumps(report), run_id])
-
-
-def imported_period(db: Database) -> tuple[datetime, datetime] | None:
-    """The period of the first run that imported the history (replays reuse it)."""
-    row = db.fetchone(f"SELECT since, until FROM {MARKER} WHERE since IS NOT NULL "
-                      "ORDER BY run_id LIMIT 1")
-    if row is None:
-        return None
-    return from_naive_utc(row[0]), from_naive_utc(row[1])
-
-
-def imported_assumptions(db: Database) -> dict[str, Any] | None:
-    """The ``input`` section of the first run's report (what the history's rows assume)."""
-    row = db.fetchone(f"SELECT report FROM {MARKER} WHERE report IS NOT NULL "
-                      "ORDER BY run_id LIMIT 1")
-    if row is None:
-        return None
-    try:
-        value = json.loads(row[0]).get("input")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, dict) else None

@@ -25,7 +25,9 @@ this same function, ``chunk`` evaluation times per statement):
   only meets the boundaries within two buckets of it, never every evaluation time;
 - the baseline count takes cumulative per-hour counts for the whole hours of the span (ASOF
   lookups) and counts the rows of the two partial hours exactly, so it too never pairs rows with
-  evaluation times.
+  evaluation times;
+- ``cards`` restricts every scan to the given cards (the backtest replays only the cards that
+  can fire; the slices are still read, the joins and aggregates follow those cards).
 """
 
 from __future__ import annotations
@@ -48,16 +50,21 @@ def card_features(
     params: RuleParams,
     *,
     chunk: int = 48,
+    cards: Sequence[tuple[str, int]] | None = None,
 ) -> list[CardFeatures]:
     """Features of every evaluable card of ``source`` at each time in ``at`` (aware UTC),
-    ordered by (at, node_id, gpu_index). ``chunk`` evaluation times go into one statement."""
+    ordered by (at, node_id, gpu_index). ``chunk`` evaluation times go into one statement.
+    ``cards``: only these (node, index) cards (None: all)."""
     times = sorted({to_naive_utc(t) for t in at})
     size = max(1, chunk)
     result: list[CardFeatures] = []
     for start in range(0, len(times), size):
         part = times[start:start + size]
         slices = _slices(part[0], part[-1], params)
-        rows = db.fetchall(build_sql(params, len(slices)), _params(part, slices, source, params))
+        values = _params(part, slices, source, params)
+        if cards is not None:
+            values |= {"card_nodes": [c[0] for c in cards], "card_idx": [c[1] for c in cards]}
+        rows = db.fetchall(build_sql(params, len(slices), cards is not None), values)
         result += [_row_to_features(row, source, params) for row in rows]
     return result
 

@@ -30,13 +30,13 @@ def offsets(params: RuleParams) -> list[int]:
 
 _SLICE: Final = """    SELECT node_id, gpu_index, coalesce(gpu_uuid, '') AS ukey, sampled_at,
            epoch_us(sampled_at) // $bucket_us AS bucket, {columns}
-    FROM gpu_health_samples
+    FROM gpu_health_samples{cards}
     WHERE source = $source AND sampled_at >= $s{i} AND sampled_at <= $e{i}"""
 
 _TEMPLATE: Final = """
-WITH ats AS (SELECT DISTINCT unnest($ats::TIMESTAMP[]) AS ev),
+WITH ats AS (SELECT DISTINCT unnest($ats::TIMESTAMP[]) AS ev),{cards_cte}
 recent AS (
-    SELECT node_id, gpu_index, gpu_uuid, sampled_at FROM gpu_health_samples
+    SELECT node_id, gpu_index, gpu_uuid, sampled_at FROM gpu_health_samples{cards}
     WHERE source = $source AND sampled_at >= $lo - to_seconds($max_age) AND sampled_at <= $hi
 ),
 heads AS (
@@ -77,7 +77,7 @@ pivoted AS (
 hours AS (
     SELECT node_id, gpu_index, coalesce(gpu_uuid, '') AS ukey,
            date_trunc('hour', sampled_at) AS h, count(*) AS n
-    FROM gpu_health_samples
+    FROM gpu_health_samples{cards}
     WHERE source = $source AND ecc_corrected_total IS NOT NULL
       AND sampled_at >= $lo - to_seconds($max_age + $baseline + 3600) AND sampled_at <= $hi
     GROUP BY node_id, gpu_index, coalesce(gpu_uuid, ''), date_trunc('hour', sampled_at)
@@ -131,12 +131,23 @@ def _pivot_columns(params: RuleParams) -> list[str]:
                                               "ret_1"]
 
 
-def build_sql(params: RuleParams, n_slices: int) -> str:
-    """The statement for this parameter set with ``n_slices`` scan slices ($s0/$e0, ...)."""
+# Only the cards of $card_nodes/$card_idx: every scan of the samples is semi-joined to them.
+_CARDS_CTE: Final = """
+sel_cards AS (SELECT unnest($card_nodes::VARCHAR[]) AS node_id,
+                     unnest($card_idx::INTEGER[]) AS gpu_index),"""
+_CARDS: Final = " SEMI JOIN sel_cards USING (node_id, gpu_index)"
+
+
+def build_sql(params: RuleParams, n_slices: int, cards: bool = False) -> str:
+    """The statement for this parameter set with ``n_slices`` scan slices ($s0/$e0, ...);
+    ``cards``: only the cards of $card_nodes/$card_idx."""
     columns = _pivot_columns(params)
+    semi = _CARDS if cards else ""
     return _TEMPLATE.format(
+        cards_cte=_CARDS_CTE if cards else "",
+        cards=semi,
         slices="\n    UNION ALL\n".join(
-            _SLICE.format(i=i, columns=_COLUMNS) for i in range(n_slices)),
+            _SLICE.format(i=i, columns=_COLUMNS, cards=semi) for i in range(n_slices)),
         values=",\n           ".join(
             f"arg_max(s.{column}, s.sampled_at) AS {alias}" for alias, column in _NEEDED.items()),
         pivots=",\n           ".join(

@@ -1,13 +1,14 @@
 """SQL for the prediction statistics: three set-based queries, never one query per card.
 
-1. prediction counts by window length and status (t0 in the period);
+1. prediction counts by window length and status (t0 in the period; of one rule version when
+   ``rule_version`` is given, else of every version);
 2. one aggregate over the period's samples per card (node, index, UUID): monitorable or not,
    first/last sample (exposure, observed span), min/max uncorrectable count;
 3. the fault-event scan: ``lag()`` over the known uncorrectable counts, run ONLY for the cards
    whose count moved in the period (max > min from query 2: a card whose count never changed has
    no increase point), plus, when the definition lists ``fault_xids``, the memory-XID events
    (``xid_samples.XID_EVENT``) of those codes in the period; the card's first event of either
-   kind is joined to the predictions whose window held it.
+   kind is joined to the predictions (of that rule version, when given) whose window held it.
 
 ECC events need both rows in the period (the first sample of a card in the period has no
 predecessor there). An XID event's predecessor may lie before the period: XID rows are written
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from evaluator.store.db import Database
 from evaluator.store.xid_samples import TABLE as XID_TABLE
@@ -63,6 +64,10 @@ def _node_filter(nodes: frozenset[str] | None, column: str = "node_id") -> str:
     return "" if nodes is None else f" AND {column} IN (SELECT unnest($nodes::VARCHAR[]))"
 
 
+def _version_filter(rule_version: str | None, column: str = "rule_version") -> str:
+    return "" if rule_version is None else f" AND {column} = $rule_version"
+
+
 def _base_params(since: datetime, until: datetime, source: str,
                  nodes: frozenset[str] | None) -> dict[str, Any]:
     params: dict[str, Any] = {"since": to_naive_utc(since), "until": to_naive_utc(until),
@@ -73,18 +78,24 @@ def _base_params(since: datetime, until: datetime, source: str,
 
 
 def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
-              nodes: frozenset[str] | None, fault_xids: Sequence[int] = ()) -> RawStats:
+              nodes: frozenset[str] | None, fault_xids: Sequence[int] = (),
+              rule_version: str | None = None) -> RawStats:
     """All numbers for one period [since, until] of one source (and node set). ``fault_xids``:
-    the memory XIDs counted as fault events next to uncorrectable ECC (empty: ECC-only)."""
+    the memory XIDs counted as fault events next to uncorrectable ECC (empty: ECC-only).
+    ``rule_version``: count only that version's predictions (precision, and the windows that
+    predict a fault for recall); None counts every version. Faults, cards and exposure come
+    from the samples and do not depend on it."""
     params = _base_params(since, until, source, nodes)
     xids = tuple(sorted(set(fault_xids)))
     counts: dict[int, dict[str, int]] = {}
     versions: dict[int, tuple[str, ...]] = {}
+    predictions = dict(params, rule_version=rule_version) if rule_version is not None else params
     for window_days, status, n, vs in db.fetchall(
         f"""SELECT window_days, status, count(*), list(DISTINCT rule_version ORDER BY rule_version)
         FROM gpu_health_predictions
         WHERE source = $source AND t0 >= $since AND t0 <= $until{_node_filter(nodes)}
-        GROUP BY window_days, status""", params,
+              {_version_filter(rule_version)}
+        GROUP BY window_days, status""", predictions,
     ):
         counts.setdefault(int(window_days), {})[str(status)] = int(n)
         merged = set(versions.get(int(window_days), ())) | {str(v) for v in vs}
@@ -100,7 +111,7 @@ def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
         first_sample=min((from_naive_utc(c[4]) for c in cards), default=None),
         last_sample=max((from_naive_utc(c[5]) for c in cards), default=None),
         faults=_faults(db, params, moved, xids,
-                       {(c[0], c[1], c[2]) for c in monitorable}, nodes),
+                       {(c[0], c[1], c[2]) for c in monitorable}, nodes, rule_version),
         fault_xids=xids,
     )
 
@@ -118,26 +129,32 @@ def _cards(db: Database, params: dict[str, Any], nodes: frozenset[str] | None) -
     )
 
 
-_ECC_EVENTS = """
+# The uncorrectable-ECC increase points of the cards of a CTE ``cand`` (node_id, gpu_index,
+# gpu_uuid) among their rows in [$since, $until]: rows whose known count is above the previous
+# known count of the same series (node, index, UUID). The backtest's replay plan reads the same
+# points (:mod:`evaluator.store.backtest_queries`).
+ECC_INCREASES: Final = """
+    SELECT node_id, gpu_index, gpu_uuid, sampled_at FROM (
+        SELECT s.node_id, s.gpu_index, s.gpu_uuid, s.sampled_at,
+               s.ecc_uncorrected_total AS unc,
+               lag(s.ecc_uncorrected_total) OVER (
+                   PARTITION BY s.node_id, s.gpu_index, s.gpu_uuid ORDER BY s.sampled_at
+               ) AS prev
+        FROM gpu_health_samples s
+        SEMI JOIN cand c ON c.node_id = s.node_id AND c.gpu_index = s.gpu_index
+                        AND c.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid
+        WHERE s.source = $source AND s.sampled_at >= $since AND s.sampled_at <= $until
+          AND s.ecc_uncorrected_total IS NOT NULL)
+    WHERE unc > prev"""
+
+_ECC_EVENTS = f"""
 cand AS (
     SELECT unnest($c_nodes::VARCHAR[]) AS node_id, unnest($c_idx::INTEGER[]) AS gpu_index,
            unnest($c_uuid::VARCHAR[]) AS gpu_uuid
 ),
-series AS (
-    SELECT s.node_id, s.gpu_index, s.gpu_uuid, s.sampled_at,
-           s.ecc_uncorrected_total AS unc,
-           lag(s.ecc_uncorrected_total) OVER (
-               PARTITION BY s.node_id, s.gpu_index, s.gpu_uuid ORDER BY s.sampled_at
-           ) AS prev
-    FROM gpu_health_samples s
-    SEMI JOIN cand c ON c.node_id = s.node_id AND c.gpu_index = s.gpu_index
-                    AND c.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid
-    WHERE s.source = $source AND s.sampled_at >= $since AND s.sampled_at <= $until
-      AND s.ecc_uncorrected_total IS NOT NULL
-),
 ecc AS (
     SELECT node_id, gpu_index, gpu_uuid, min(sampled_at) AS fault_at
-    FROM series WHERE unc > prev GROUP BY node_id, gpu_index, gpu_uuid
+    FROM ({ECC_INCREASES}) GROUP BY node_id, gpu_index, gpu_uuid
 )"""
 
 _XID_EVENTS = f"""
@@ -164,7 +181,7 @@ FROM first_fault f
 LEFT JOIN gpu_health_predictions p
   ON p.node_id = f.node_id AND p.gpu_index = f.gpu_index
  AND p.gpu_uuid IS NOT DISTINCT FROM f.gpu_uuid AND p.source = $source
- AND p.t0 < f.fault_at AND f.fault_at <= p.window_end
+ AND p.t0 < f.fault_at AND f.fault_at <= p.window_end{version}
 GROUP BY f.node_id, f.gpu_index, f.gpu_uuid, f.fault_at
 ORDER BY f.fault_at, f.node_id, f.gpu_index
 """
@@ -172,7 +189,7 @@ ORDER BY f.fault_at, f.node_id, f.gpu_index
 
 def _faults(db: Database, params: dict[str, Any], moved: Sequence[Any],
             fault_xids: tuple[int, ...], monitorable: set[tuple[Any, Any, Any]],
-            nodes: frozenset[str] | None) -> tuple[Fault, ...]:
+            nodes: frozenset[str] | None, rule_version: str | None) -> tuple[Fault, ...]:
     """First fault event per monitorable card; one statement, only the parts that can find
     something (no moved card: no ECC scan; ECC-only definition: no XID scan)."""
     events: list[str] = []
@@ -188,10 +205,14 @@ def _faults(db: Database, params: dict[str, Any], moved: Sequence[Any],
             query["nodes"] = params["nodes"]
     if not events:
         return ()
+    if rule_version is not None:
+        query["rule_version"] = rule_version
     union = " UNION ALL ".join(
         f"SELECT * FROM {name}" for name in (("ecc",) if moved else ()) + (
             ("xev",) if fault_xids else ()))
-    rows = db.fetchall(_FAULTS.format(events=",".join(events), union=union), query)
+    rows = db.fetchall(_FAULTS.format(events=",".join(events), union=union,
+                                      version=_version_filter(rule_version, "p.rule_version")),
+                       query)
     return tuple(
         Fault(str(n), int(i), None if u is None else str(u), from_naive_utc(at),
               frozenset(int(w) for w in (windows or [])))

@@ -56,7 +56,8 @@ class VendorSource(ABC):
 
 
 class TableSource(VendorSource):
-    """A tool run once per tick with fixed ``args`` (none for a default table), one parser."""
+    """A tool run once per tick with fixed ``args`` (none for a default table), one parser.
+    A subclass names the parser: ``parse = staticmethod(parsers.<vendor>.parse_table)``."""
 
     args: ClassVar[tuple[str, ...]] = ()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..model import ParsedOutput
 from ..parsers import cambricon
 from .base import TableSource
 
@@ -13,6 +12,4 @@ class CambriconSource(TableSource):
     vendor = cambricon.VENDOR
     flag = "--cnmon"
     default_binary = "cnmon"
-
-    def parse(self, text: str) -> ParsedOutput:
-        return cambricon.parse_table(text)
+    parse = staticmethod(cambricon.parse_table)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..model import ParsedOutput
 from ..parsers import enflame
 from .base import TableSource
 
@@ -16,6 +15,4 @@ class EnflameSource(TableSource):
     flag = "--efsmi"
     default_binary = "efsmi"
     args: ClassVar[tuple[str, ...]] = ("-q",)
-
-    def parse(self, text: str) -> ParsedOutput:
-        return enflame.parse_query(text)
+    parse = staticmethod(enflame.parse_query)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..model import ParsedOutput
 from ..parsers import hygon
 from .base import TableSource
 
@@ -13,6 +12,4 @@ class HygonSource(TableSource):
     vendor = hygon.VENDOR
     flag = "--hy-smi"
     default_binary = "hy-smi"
-
-    def parse(self, text: str) -> ParsedOutput:
-        return hygon.parse_table(text)
+    parse = staticmethod(hygon.parse_table)

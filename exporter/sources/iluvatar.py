@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..model import ParsedOutput
 from ..parsers import iluvatar
 from .base import TableSource
 
@@ -16,6 +15,4 @@ class IluvatarSource(TableSource):
     flag = "--ixsmi"
     default_binary = "ixsmi"
     args: ClassVar[tuple[str, ...]] = ("-q", "-x")
-
-    def parse(self, text: str) -> ParsedOutput:
-        return iluvatar.parse_xml(text)
+    parse = staticmethod(iluvatar.parse_xml)

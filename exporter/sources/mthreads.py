@@ -3,7 +3,6 @@ the parser)."""
 
 from __future__ import annotations
 
-from ..model import ParsedOutput
 from ..parsers import mthreads
 from .base import TableSource
 
@@ -14,6 +13,4 @@ class MooreThreadsSource(TableSource):
     vendor = mthreads.VENDOR
     flag = "--mthreads-gmi"
     default_binary = "mthreads-gmi"
-
-    def parse(self, text: str) -> ParsedOutput:
-        return mthreads.parse_table(text)
+    parse = staticmethod(mthreads.parse_table)

@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.backtest.store import MARKER
+from evaluator.backtest.store import open_backtest
 from evaluator.main import main
 from evaluator.model import CardKey, Counters, Sample
+from evaluator.service import build_service
+from evaluator.settings import load_config
 from evaluator.store import Database
+from evaluator.store.backtest import MARKER
 from evaluator.store.samples import insert_samples
+from gpu_health.errors import ConfigError
 from tests.evaluator.backtest_support import V1_FILE
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
@@ -140,3 +144,18 @@ def test_bad_events_file_fails_before_a_database_exists(
     assert code == 2
     assert "'XID79'" in capsys.readouterr().err
     assert not (tmp_path / "bt.duckdb").exists()
+
+
+def test_a_live_evaluator_refuses_a_backtest_file(tmp_path: Path) -> None:
+    path = tmp_path / "bt.duckdb"
+    db = open_backtest(path, live=(), importing=True)
+    insert_samples(db, [Sample(CardKey("n1", 0), "GPU-1", T0, Counters(0, 5))])
+    db.close()
+    config = tmp_path / "evaluator.yml"
+    config.write_text(f"storage:\n  path: {path}\nrules: {{active: v1-ecc-growth}}\n")
+    with pytest.raises(ConfigError, match=f"storage.path {path} is a backtest file"):
+        build_service(load_config(config, {}), {}, start_loops=False)
+    db = Database(path, read_only=True)  # closed again, its history untouched
+    assert db.fetchone("SELECT count(*) FROM gpu_health_samples")[0] == 1
+    assert db.fetchone("SELECT count(*) FROM gpu_health_rule_versions")[0] == 0
+    db.close()

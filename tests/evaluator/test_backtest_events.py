@@ -20,10 +20,11 @@ from evaluator.backtest.events import (
     parse_time,
 )
 from evaluator.backtest.history import keepalive_period, keepalive_rows, write_histories
-from evaluator.backtest.queries import drop_sample_indexes, preceded_by_correctable
 from evaluator.ingest_rule import decide
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store import Database
+from evaluator.store.backtest import drop_sample_indexes
+from evaluator.store.backtest_queries import preceded_by_correctable
 from evaluator.store.stats import raw_stats
 from gpu_health.clock import from_naive_utc
 from gpu_health.errors import ConfigError

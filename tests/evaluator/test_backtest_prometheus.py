@@ -25,11 +25,11 @@ import pytest
 
 from evaluator.backtest.metricsets import DCGM, NVIDIA_SMI, OURS, MetricSet
 from evaluator.backtest.prometheus import PrometheusSource, chunks, import_prometheus
-from evaluator.backtest.queries import drop_sample_indexes
 from evaluator.ingest_rule import decide
 from evaluator.main import main
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store import Database
+from evaluator.store.backtest import drop_sample_indexes
 from gpu_health.clock import from_naive_utc
 from tests.evaluator.backtest_support import V1_FILE
 

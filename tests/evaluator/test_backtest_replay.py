@@ -1,9 +1,10 @@
 """The replay equals the live worker, and its report's numbers can be checked by hand.
 
 - equivalence: a mixed fleet replayed (a) by :meth:`Worker.tick` at every tick, (b) by
-  :func:`replay` skipping what provably changes nothing, (c) by :func:`replay` at every tick,
-  (d) through the working copy of the cards that can fire: the prediction rows (ids, t0,
-  predicted_at, status, resolved_at, outcome text) and rule-version rows are identical;
+  :func:`replay` skipping what provably changes nothing and extracting features only for the
+  cards that can fire, (c) by :func:`replay` at every tick and for every card, (d) through
+  :func:`replay_all`: the prediction rows (ids, t0, predicted_at, status, resolved_at, outcome
+  text) and rule-version rows are identical;
 - versions replayed one after the other in one file equal each replayed alone;
 - a synthetic set whose precision and recall are worked out in the docstring of
   ``test_hand_computed_precision_and_recall``.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from evaluator.backtest.activity import tick_grid
 from evaluator.backtest.pipeline import replay_all
@@ -37,8 +39,8 @@ def fleet(tmp_path: Path, name: str) -> Database:
 
 
 def test_replay_equals_worker_tick_at_every_tick(tmp_path: Path) -> None:
-    worker_db, skip_db, every_db, copy_db = (fleet(tmp_path, n) for n in
-                                             ("worker", "skip", "every", "copy"))
+    worker_db, skip_db, every_db, all_db = (fleet(tmp_path, n) for n in
+                                            ("worker", "skip", "every", "all"))
     ticks = tick_grid(START, END, RULES.params.scan_interval)
     worker = Worker(worker_db, RULES, sources=("real",))
     worker.register(ticks[0])
@@ -46,32 +48,42 @@ def test_replay_equals_worker_tick_at_every_tick(tmp_path: Path) -> None:
         worker.tick(now)
     skipped = replay(skip_db, RULES, START, END)
     every = replay(every_db, RULES, START, END, skip=False)
-    [copied] = replay_all(copy_db, [RULES], START, END, copy_share=1.0)
+    [together] = replay_all(all_db, [RULES], START, END)
 
     expected = predictions(worker_db)
     assert len(expected) >= 15
     assert {r[14] for r in expected} >= {"hit", "miss", "voided"}
     assert {r[11] for r in expected} == {"strong", "trend"}
     replay(skip_db, RULES, START, END)  # a file replayed again keeps its rows, adds none
-    for db in (skip_db, every_db, copy_db):
+    for db in (skip_db, every_db, all_db):
         assert predictions(db) == expected
         assert dump(db, "gpu_health_rule_versions", "version") == \
             dump(worker_db, "gpu_health_rule_versions", "version")
     assert skipped.evaluated_ticks < every.evaluated_ticks == len(ticks)
     assert skipped.backfill_ticks < every.backfill_ticks
-    assert copied.cards is not None and copied.cards < 12  # the flat card stays out
-    for db in (worker_db, skip_db, every_db, copy_db):
+    assert every.cards is None
+    assert together.cards is not None and together.cards < 12  # the flat card stays out
+    for db in (worker_db, skip_db, every_db, all_db):
         db.close()
 
 
 def test_versions_replayed_together_equal_each_alone(tmp_path: Path) -> None:
     week, month = v1(window_days=7), v1(window_days=30)
     together, alone = fleet(tmp_path, "together"), fleet(tmp_path, "alone")
-    replay_all(together, [week, month], START, END)
-    replay_all(alone, [month], START, END)
+    both = replay_all(together, [week, month], START, END)
+    one = replay_all(alone, [month], START, END)
     rows = predictions(together)
     assert {r[5] for r in rows} == {week.version, month.version}
     assert [r for r in rows if r[5] == month.version] == predictions(alone)
+    # each version's report row counts its own predictions only, as if it were alone
+    args: dict[str, Any] = {"input_info": {"kind": "test"}, "since": START, "until": END,
+                            "generated_at": END, "database": "test"}
+    side = build_report(together, [Variant(week), Variant(month)], both, **args)["versions"][1]
+    solo = build_report(alone, [Variant(month)], one, **args)["versions"][0]
+    for key in ("predictions", "precision", "recall", "faulty_cards", "predicted_faulty_cards",
+                "lead_time_days", "by_layer", "by_signal"):
+        assert side[key] == solo[key], key
+    assert side["stats"]["windows"] == solo["stats"]["windows"]
     together.close()
     alone.close()
 

@@ -229,3 +229,17 @@ def test_sql_matches_the_documented_semantics_on_irregular_data(tmp_path: Path) 
     assert len(expected) >= 20
     assert card_features(db, times, "real", PARAMS, chunk=5) == expected
     db.close()
+
+
+def test_card_filter_keeps_only_those_cards_and_their_values(tmp_path: Path) -> None:
+    db = open_db(tmp_path)
+    load(db, series("n1", 0, "GPU-a", start=0, end=10, corrected=quadratic(2, onset=1)),
+         series("n1", 1, "GPU-b", start=0, end=10, corrected=const(3)),
+         series("n2", 0, "GPU-c", start=0, end=10, corrected=const(4)))
+    times = [at(8), at(9), at(10)]
+    every = card_features(db, times, "real", PARAMS)
+    some = card_features(db, times, "real", PARAMS, cards=[("n1", 0), ("n2", 0)])
+    assert some == [f for f in every if (f.node_id, f.gpu_index) != ("n1", 1)]
+    assert len(some) == 6
+    assert card_features(db, times, "real", PARAMS, cards=[]) == []
+    db.close()

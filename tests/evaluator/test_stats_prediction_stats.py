@@ -163,6 +163,26 @@ def test_nodes_filter_limits_every_number(db: Database) -> None:
     assert none["monitorable_cards"] == 0 and none["matured"] == 0
 
 
+def test_rule_version_counts_only_that_versions_predictions(db: Database) -> None:
+    # Another version predicted n2/0's fault (day 2) and missed twice: a backtest file holds
+    # versions side by side, and each must be measured on its own predictions.
+    for pid, t0, status in (("o1", 1.5, "hit"), ("o2", 3, "miss"), ("o3", 4, "miss")):
+        insert_prediction(db, pid=pid, node="n2", gpu=0, uuid="GPU-n2-0", t0=at(t0),
+                          status=status, version="v9-other")
+    every = prediction_stats(db, now=NOW, since=SINCE)["windows"][0]
+    assert every["predictions"] == {"pending": 3, "hit": 16, "miss": 12, "voided": 2}
+    assert every["predicted_faulty_cards"] == 3
+    assert every["rule_versions"] == ["v1-ecc-growth", "v9-other"]
+    v1 = prediction_stats(db, now=NOW, since=SINCE, rule_version="v1-ecc-growth")["windows"][0]
+    assert v1["predictions"] == {"pending": 3, "hit": 15, "miss": 10, "voided": 2}
+    assert (v1["faulty_cards"], v1["predicted_faulty_cards"]) == (5, 2)
+    assert v1["rule_versions"] == ["v1-ecc-growth"]
+    other = prediction_stats(db, now=NOW, since=SINCE, rule_version="v9-other")["windows"][0]
+    assert other["predictions"] == {"pending": 0, "hit": 1, "miss": 2, "voided": 0}
+    assert (other["faulty_cards"], other["predicted_faulty_cards"]) == (5, 1)
+    assert [m["node_id"] for m in other["missed"]] == ["n1", "n1", "n1", "n1"]
+
+
 def test_simulated_data_never_reaches_real_stats(db: Database) -> None:
     before = prediction_stats(db, now=NOW, since=SINCE)
     build(db, source="simulated")

@@ -1,97 +1,39 @@
-"""The backtest's SQL over its own DuckDB file, all through :class:`~evaluator.store.db.Database`.
+"""The backtest's queries over its own file: the replay's plans and the report's counts.
 
-Set-based, one statement per question (the house rule for the store): bulk expansion of counter
-histories into rows, the replay's activity and fault-point scans, and the report's per-version
-counts. Nothing here runs against a live store: :mod:`evaluator.backtest.store` only hands out
-backtest files.
+Set-based, one statement per question: in which time buckets a card could fire a known signal
+(:mod:`evaluator.backtest.activity` derives the bucket counts and argues why), the
+uncorrectable increase points (the ones the statistics read,
+:data:`evaluator.store.stats.ECC_INCREASES`), a version's predictions already in the file, and
+the report's per-version counts and base rates. Nothing here runs against a live store:
+:mod:`evaluator.backtest.store` only hands out backtest files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from evaluator.store.db import Database
+from evaluator.store.stats import ECC_INCREASES
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 
-_US = timedelta(microseconds=1)
-
-
-def stage_segments(db: Database, rows: Sequence[tuple[Any, ...]]) -> None:
-    """(node, index, first, last, unc, corr) runs into a connection-local temporary table."""
-    cols: list[list[Any]] = [[r[i] for r in rows] for i in range(6)]
-    cols[2] = [to_naive_utc(t) for t in cols[2]]
-    cols[3] = [to_naive_utc(t) for t in cols[3]]
-    db.execute(
-        """CREATE OR REPLACE TEMP TABLE bt_segments AS
-        SELECT unnest($1::VARCHAR[]) AS node_id, unnest($2::INTEGER[]) AS gpu_index,
-               unnest($3::TIMESTAMP[]) AS first_at, unnest($4::TIMESTAMP[]) AS last_at,
-               unnest($5::BIGINT[]) AS unc, unnest($6::BIGINT[]) AS corr""", cols)
-
-
-def expand_segments(db: Database, start: datetime, end: datetime, period: timedelta) -> int:
-    """Insert the rows of the staged runs that fall in ``[start, end)``: each run's first reading
-    and every ``period`` after it, up to its last reading (the write rule's closed form, see
-    :mod:`evaluator.backtest.history`), in time order. Returns the number inserted."""
-    row = db.fetchone(
-        f"""INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
-                ecc_uncorrected_total, ecc_corrected_total, retired_pages,
-                remapped_rows_pending, remapped_rows_failure)
-        SELECT node_id, gpu_index, NULL, '{SOURCE_REAL}', ts, unc, corr, NULL, NULL, NULL FROM (
-            SELECT node_id, gpu_index, unc, corr, unnest(generate_series(
-                first_at + to_microseconds(
-                    greatest(0, (epoch_us($a) - epoch_us(first_at) + $p - 1) // $p) * $p),
-                least(last_at, $a + to_microseconds($span - 1)),
-                to_microseconds($p))) AS ts
-            FROM bt_segments
-            WHERE first_at < $a + to_microseconds($span) AND last_at >= $a)
-        ORDER BY ts, node_id, gpu_index""",
-        {"a": to_naive_utc(start), "span": (end - start) // _US, "p": period // _US},
-    )
-    return int(row[0])
-
-
-def sample_span(db: Database) -> tuple[datetime | None, datetime | None, int]:
-    row = db.fetchone("SELECT min(sampled_at), max(sampled_at), count(*) FROM gpu_health_samples "
-                      "WHERE source = ?", [SOURCE_REAL])
-    lo, hi, n = row
-    return (None if lo is None else from_naive_utc(lo),
-            None if hi is None else from_naive_utc(hi), int(n))
-
+_US: Final = timedelta(microseconds=1)
+Fault = tuple[str, int, str | None, datetime]  # node, index, UUID, first fault
 
 # Cards whose counters ever move (or show a fault or remap failure): the only ones any known
-# signal can fire for (see :mod:`evaluator.backtest.activity`); one cheap aggregate.
-_CHANGING = """
-    SELECT node_id, gpu_index, count(*) AS n FROM gpu_health_samples WHERE source = $source
+# signal can fire for (see :mod:`evaluator.backtest.activity`); one cheap aggregate that keeps
+# the per-bucket pass below to those cards.
+_CHANGING: Final = """
+    SELECT node_id, gpu_index FROM gpu_health_samples WHERE source = $source
     GROUP BY node_id, gpu_index
     HAVING max(ecc_uncorrected_total) > 0 OR max(remapped_rows_failure) > 0
         OR max(ecc_corrected_total) - min(ecc_corrected_total) >= $min_inc
         OR max(remapped_rows_pending) > min(remapped_rows_pending)
         OR max(retired_pages) > min(retired_pages)"""
 
-
-def changing_cards(db: Database, min_increase: int) -> tuple[dict[tuple[str, int], int], int]:
-    """The cards some known signal could ever fire for with their row counts, and all rows."""
-    rows = db.fetchall(_CHANGING, {"source": SOURCE_REAL, "min_inc": min_increase})
-    total = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE source = ?",
-                        [SOURCE_REAL])[0]
-    return {(str(n), int(i)): int(k) for n, i, k in rows}, int(total)
-
-
-def drop_sample_indexes(db: Database) -> None:
-    """Drop the samples table's two ART indexes in a backtest file (or working copy). Nothing a
-    backtest runs uses them: DuckDB answers time-range scans and joins from zone maps, and ART
-    indexes only serve constant point lookups (the live API's). Keeping them makes the bulk
-    import about twice as slow (measured 27 s vs 13 s for 26.5 M rows) and rebuilding them
-    afterwards costs more than it saves (25 s)."""
-    db.execute("DROP INDEX IF EXISTS idx_samples_card_time")
-    db.execute("DROP INDEX IF EXISTS idx_samples_source")
-
-
-_ACTIVE = """WITH cards AS ({changing}),
+_ACTIVE: Final = """WITH cards AS ({changing}),
         b AS (
             SELECT node_id, gpu_index, epoch_us(sampled_at) // $w AS k,
                    min(ecc_corrected_total) AS c_lo, max(ecc_corrected_total) AS c_hi,
@@ -153,28 +95,21 @@ def active_ranges(db: Database, *, bucket: timedelta, strong: int, trend: int,
     return [(str(n), int(i), str(kind), int(a), int(b)) for n, i, kind, a, b in rows]
 
 
-def uncorrected_increase_points(db: Database) -> list[tuple[str, int, str | None, datetime]]:
-    """Every (node, index, UUID, time) at which a card's known uncorrectable count rose above
-    its previous known value: a superset of the fault events backfill can find."""
+def uncorrected_increase_points(db: Database, since: datetime,
+                                until: datetime) -> list[Fault]:
+    """Every (node, index, UUID, time) in ``[since, until]`` at which a card's known
+    uncorrectable count rose above its previous known value in that span: a superset of the
+    fault events backfill can find in windows whose t0 sample is in the span."""
     rows = db.fetchall(
-        """WITH moved AS (
+        f"""WITH cand AS (
             SELECT node_id, gpu_index, gpu_uuid FROM gpu_health_samples
             WHERE source = $source AND ecc_uncorrected_total IS NOT NULL
+              AND sampled_at >= $since AND sampled_at <= $until
             GROUP BY node_id, gpu_index, gpu_uuid
             HAVING max(ecc_uncorrected_total) > min(ecc_uncorrected_total)
         )
-        SELECT node_id, gpu_index, gpu_uuid, sampled_at FROM (
-            SELECT s.node_id, s.gpu_index, s.gpu_uuid, s.sampled_at,
-                   s.ecc_uncorrected_total AS unc,
-                   lag(s.ecc_uncorrected_total) OVER (
-                       PARTITION BY s.node_id, s.gpu_index, s.gpu_uuid ORDER BY s.sampled_at
-                   ) AS prev
-            FROM gpu_health_samples s
-            SEMI JOIN moved m ON m.node_id = s.node_id AND m.gpu_index = s.gpu_index
-                             AND m.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid
-            WHERE s.source = $source AND s.ecc_uncorrected_total IS NOT NULL)
-        WHERE unc > prev ORDER BY sampled_at""",
-        {"source": SOURCE_REAL},
+        {ECC_INCREASES} ORDER BY sampled_at""",
+        {"source": SOURCE_REAL, "since": to_naive_utc(since), "until": to_naive_utc(until)},
     )
     return [(str(n), int(i), None if u is None else str(u), from_naive_utc(at))
             for n, i, u, at in rows]
@@ -196,13 +131,6 @@ def existing_predictions(db: Database, version: str) -> tuple[
               from_naive_utc(e)) for p, n, i, u, t, e in pending])
 
 
-def has_rows(db: Database, table: str) -> bool:
-    """Whether ``table`` exists in the file and holds a row (tables of newer migrations)."""
-    known = db.fetchone("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                        [table])[0]
-    return bool(known) and db.fetchone(f"SELECT count(*) FROM {table} LIMIT 1")[0] > 0
-
-
 def counts_by(db: Database, version: str, column: str) -> dict[str, dict[str, int]]:
     """{layer or signal: {status: n}} of one version's predictions."""
     assert column in ("layer", "signal")
@@ -215,42 +143,46 @@ def counts_by(db: Database, version: str, column: str) -> dict[str, dict[str, in
     return result
 
 
-def lead_times(db: Database, version: str,
-               faults: Sequence[tuple[str, int, str | None, datetime]]) -> list[timedelta]:
+_FAULTS: Final = """f AS (
+    SELECT unnest($n::VARCHAR[]) AS node_id, unnest($i::INTEGER[]) AS gpu_index,
+           unnest($u::VARCHAR[]) AS gpu_uuid, unnest($at::TIMESTAMP[]) AS at)"""
+
+
+def _fault_params(faults: Sequence[Fault]) -> dict[str, Any]:
+    return {"n": [f[0] for f in faults], "i": [f[1] for f in faults],
+            "u": [f[2] for f in faults], "at": [to_naive_utc(f[3]) for f in faults]}
+
+
+def lead_times(db: Database, version: str, faults: Sequence[Fault]) -> list[timedelta]:
     """For each fault (node, index, uuid, first fault), the time from the t0 of the version's
     prediction whose window ``(t0, window_end]`` holds it; faults no window holds are left out."""
     if not faults:
         return []
     rows = db.fetchall(
-        """WITH f AS (SELECT unnest($n::VARCHAR[]) AS node_id, unnest($i::INTEGER[]) AS gpu_index,
-                             unnest($u::VARCHAR[]) AS gpu_uuid, unnest($at::TIMESTAMP[]) AS at)
+        f"""WITH {_FAULTS}
         SELECT f.at - min(p.t0) FROM f JOIN gpu_health_predictions p
           ON p.node_id = f.node_id AND p.gpu_index = f.gpu_index
          AND p.gpu_uuid IS NOT DISTINCT FROM f.gpu_uuid AND p.rule_version = $v
          AND p.t0 < f.at AND f.at <= p.window_end
         GROUP BY f.node_id, f.gpu_index, f.gpu_uuid, f.at""",
-        {"n": [f[0] for f in faults], "i": [f[1] for f in faults], "u": [f[2] for f in faults],
-         "at": [to_naive_utc(f[3]) for f in faults], "v": version},
+        {**_fault_params(faults), "v": version},
     )
     return sorted(r[0] for r in rows)
 
 
-def preceded_by_correctable(db: Database,
-                            faults: Sequence[tuple[str, int, str | None, datetime]]) -> int:
+def preceded_by_correctable(db: Database, faults: Sequence[Fault]) -> int:
     """How many faults have, on the same card, a sample with a known correctable count above 0
     strictly before the fault: the most any correctable-ECC rule could ever predict."""
     if not faults:
         return 0
     row = db.fetchone(
-        """WITH f AS (SELECT unnest($n::VARCHAR[]) AS node_id, unnest($i::INTEGER[]) AS gpu_index,
-                             unnest($u::VARCHAR[]) AS gpu_uuid, unnest($at::TIMESTAMP[]) AS at)
+        f"""WITH {_FAULTS}
         SELECT count(*) FROM f WHERE EXISTS (
             SELECT 1 FROM gpu_health_samples s
             WHERE s.source = $source AND s.node_id = f.node_id AND s.gpu_index = f.gpu_index
               AND s.gpu_uuid IS NOT DISTINCT FROM f.gpu_uuid AND s.sampled_at < f.at
               AND s.ecc_corrected_total > 0)""",
-        {"n": [f[0] for f in faults], "i": [f[1] for f in faults], "u": [f[2] for f in faults],
-         "at": [to_naive_utc(f[3]) for f in faults], "source": SOURCE_REAL},
+        {**_fault_params(faults), "source": SOURCE_REAL},
     )
     return int(row[0])
 
@@ -258,17 +190,3 @@ def preceded_by_correctable(db: Database,
 def card_count(db: Database) -> int:
     return int(db.fetchone("SELECT count(*) FROM (SELECT DISTINCT node_id, gpu_index FROM "
                            "gpu_health_samples WHERE source = ?)", [SOURCE_REAL])[0])
-
-
-@contextmanager
-def only_version(db: Database, version: str) -> Iterator[None]:
-    """Inside the block this thread's reads see the predictions of ``version`` only: the other
-    versions' rows are deleted in a transaction that is always rolled back. The live statistics
-    (:func:`evaluator.stats.prediction_stats`) count every version of a window length, because a
-    live store runs one version at a time; a backtest file holds several side by side."""
-    db.execute("BEGIN TRANSACTION")
-    try:
-        db.execute("DELETE FROM gpu_health_predictions WHERE rule_version <> ?", [version])
-        yield
-    finally:
-        db.execute("ROLLBACK")
