@@ -28,7 +28,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
-from evaluator.api import ApiContext, add_api_routes
+from evaluator.http.api import ApiContext, add_api_routes
+from evaluator.http.errors import RequestMetrics, error_middleware
 from evaluator.model import CardKey
 from evaluator.store import Database
 from evaluator.store import api_queries as q
@@ -76,7 +77,7 @@ def _time(label: str, fn: Callable[[], object], repeat: int) -> None:
 async def _http(db: Database, paths: list[str]) -> None:
     ctx = ApiContext(db=db, clock=lambda: NOW, current_rule_version="v1-ecc-growth", tokens=None,
                      listen_host="127.0.0.1", registry=CollectorRegistry())
-    app = web.Application()
+    app = web.Application(middlewares=[error_middleware(RequestMetrics(ctx.registry))])
     add_api_routes(app, ctx)
     async with TestClient(TestServer(app, host="127.0.0.1")) as client:
         for path in paths:

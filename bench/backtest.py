@@ -33,9 +33,9 @@ from evaluator.backtest.history import write_histories
 from evaluator.backtest.pipeline import replay_all
 from evaluator.backtest.report import build_report, render_text
 from evaluator.backtest.rulesets import variants
-from evaluator.backtest.store import open_backtest
 from evaluator.main import main as evaluator_main
-from evaluator.store.backtest import drop_sample_indexes, start_run
+from evaluator.store.backtest import open_backtest, start_run
+from evaluator.store.backtest_import import drop_sample_indexes
 from tests.shared import REPO, SHARED
 
 V1 = REPO / "rules" / "v1-ecc-growth.yaml"

@@ -25,8 +25,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from bench.rules import END, plant_predictions, run_on_fleet
 from evaluator.alerts.loop import sync
-from evaluator.prediction_metrics import PredictionStateCollector, compute_snapshot
-from evaluator.rules.ruleset import load_ruleset
+from evaluator.config.rules import load_ruleset
+from evaluator.stats.snapshot import PredictionStateCollector, compute_snapshot
 from evaluator.store import Database
 
 

@@ -31,14 +31,14 @@ from pathlib import Path
 from aiohttp import ClientSession, web
 from prometheus_client.parser import text_string_to_metric_families
 
-from evaluator.dedup import DEFAULT_MAX_ENTRIES, DedupCache
-from evaluator.exposition_cards import parse_cards
-from evaluator.ingest import CycleReport, Ingestor
-from evaluator.ingest_pipeline import IngestPipeline
-from evaluator.ingest_retention import Retention
-from evaluator.scrape import Scraper, ScrapeResult
+from evaluator.config.targets import Target
+from evaluator.ingest.cards import parse_cards
+from evaluator.ingest.cycle import CycleReport, Ingestor
+from evaluator.ingest.dedup import DEFAULT_MAX_ENTRIES, DedupCache
+from evaluator.ingest.pipeline import IngestPipeline
+from evaluator.ingest.retention import Retention
+from evaluator.ingest.scrape import Scraper, ScrapeResult
 from evaluator.store.db import Database
-from evaluator.targets import Target
 from gpu_health.clock import system_clock
 from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, METRIC_TYPES
 

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from evaluator.rules.ruleset import load_ruleset
-from evaluator.stats import prediction_stats
+from evaluator.config.rules import load_ruleset
+from evaluator.stats.document import prediction_stats
 from evaluator.store import Database
 from evaluator.worker import Worker
 from gpu_health.clock import to_naive_utc

@@ -5,10 +5,14 @@
    shows up only with ``?source=simulated`` and never alerts.
 2. Starts the exporter as a subprocess (this is the one module of the evaluator that launches
    processes): with the real ``nvidia-smi`` when one is on PATH, else with the fake one of a
-   source checkout (``tests/fakebin``) replaying a slowly degrading H100 whose state file this
-   module advances over time.
+   source checkout (``tests/fakebin``) replaying a degrading H100 whose state file this module
+   advances over time: its correctable count grows faster and faster, and after about two
+   minutes it logs one uncorrectable error.
 3. Runs the evaluator (scrape, store, predict, /metrics, the API) on the embedded DuckDB file,
    prints where to look, and runs until Ctrl-C or ``--duration`` seconds; then stops everything.
+   The demo runs the prediction worker every minute (the product: every
+   ``scan_interval_minutes`` of the rule file, 30 by default), so the live card's first
+   prediction appears within the first few minutes; the banner says so.
 
 Readings scraped from the fake tool are stored as ``source='simulated'`` (fake readings are not
 real data: they must never reach real statistics or alerts, even in the default store); readings
@@ -31,15 +35,14 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from aiohttp import web
-
-from evaluator.settings import DEFAULT_STORAGE, load_config, parse_config
-from evaluator.settings_cli import Command, SimulateOptions, environment
-from evaluator.settings_values import Checker
+from evaluator.config.file import load_config, parse_config
+from evaluator.config.values import Checker
+from evaluator.simulate.options import SimulateOptions
 from gpu_health.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,8 @@ SIM_DAYS: Final = 9.0  # the degrading profile fires from day 7.7: predictions a
 SIM_CARDS: Final = 2
 COLLECT_SECONDS: Final = 5
 ADVANCE_SECONDS: Final = 10.0
+WORKER_SECONDS: Final = 60.0  # the product default is the rule file's 30 minutes
+FAULT_AFTER_ADVANCES: Final = 12  # the live card's uncorrectable error, ~2 minutes in
 EXPORTER_START_S: Final = 20.0
 
 
@@ -60,17 +65,6 @@ class DemoOptions:
     port: int
     exporter_port: int
     config: Path | None
-
-
-def demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--duration", type=float, default=None,
-                        help="stop after this many seconds (default: run until Ctrl-C)")
-    parser.add_argument("--storage", type=Path, default=DEFAULT_STORAGE,
-                        help=f"DuckDB file (default: {DEFAULT_STORAGE})")
-    parser.add_argument("--port", type=int, default=9836,
-                        help="evaluator port on 127.0.0.1 (9836; 0 picks a free one)")
-    parser.add_argument("--exporter-port", type=int, default=9835,
-                        help="exporter port on 127.0.0.1 (9835; 0 picks a free one)")
 
 
 def demo_options(args: argparse.Namespace) -> DemoOptions:
@@ -99,8 +93,8 @@ def _free_port(wanted: int) -> int:
 
 def _seed(storage: Path) -> int:
     """Replace the simulated history (``simulate --purge`` touches simulated rows only)."""
-    from evaluator.ingest_simulated import run_simulation
-    from evaluator.simulate import PROFILES
+    from evaluator.simulate.profiles import PROFILES
+    from evaluator.simulate.writer import run_simulation
 
     run_simulation(SimulateOptions(storage_path=storage, purge=True), progress=False)
     written = run_simulation(SimulateOptions(
@@ -110,37 +104,42 @@ def _seed(storage: Path) -> int:
 
 
 class FakeCard:
-    """The fake tool's state file: a card whose correctable count grows faster and faster."""
+    """The fake tool's state file: a card whose correctable count grows faster and faster and
+    which, after ``FAULT_AFTER_ADVANCES`` advances, logs one uncorrectable error (the strong
+    signal the worker predicts on at its next tick)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.corrected = 40
+        self.uncorrected = 0
         self.step = 1
 
     def write(self) -> None:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"cards": {"0": {
             "ecc.errors.corrected.aggregate.total": self.corrected,
-            "ecc.errors.uncorrected.aggregate.total": 0}}}))
+            "ecc.errors.uncorrected.aggregate.total": self.uncorrected}}}))
         tmp.replace(self.path)  # atomic: the fake re-reads it on every call
 
     def advance(self) -> None:
         self.corrected += self.step
         self.step += 1
+        if self.step > FAULT_AFTER_ADVANCES:
+            self.uncorrected = 1
         self.write()
 
 
 Exporter = tuple[subprocess.Popen[bytes], str, "FakeCard | None"]
 
 
-def _start_exporter(port: int, folder: Path) -> Exporter:
+def _start_exporter(port: int, folder: Path, environ: Mapping[str, str]) -> Exporter:
     """The exporter subprocess, what it collects from, and the fake card (None: real tool)."""
     argv = [sys.executable, "-m", "exporter.main", f"--web.listen-address=127.0.0.1:{port}",
             f"--collect-interval={COLLECT_SECONDS}s", f"--stale-after={3 * COLLECT_SECONDS}s",
             f"--tool-timeout={COLLECT_SECONDS}s"]
-    env = dict(os.environ)
+    env = dict(environ)
     card: FakeCard | None = None
-    if shutil.which("nvidia-smi") is not None:
+    if shutil.which("nvidia-smi", path=env.get("PATH")) is not None:
         source = "the real nvidia-smi on PATH"
     elif FAKE_TOOL.exists():
         card = FakeCard(folder / "nvidia-state.json")
@@ -197,19 +196,25 @@ gpu-health demo is running (Ctrl-C stops it).
              {api}/prediction-stats?source=simulated
              {api}/capabilities?source=simulated
              {api}/samples?node_id={node}&gpu_index=0&source={live}   (the live node)
+             {api}/ecc-rate?node_id={node}&gpu_index=0&source={live}   (hourly increases)
+             {api}/predictions?node_id={node}&source={live}   (the live node's predictions)
              {ev}/api/v1/openapi.json
   store      {storage} ({rows} simulated rows: nodes sim-<profile>)
 
+The demo runs the prediction worker every {WORKER_SECONDS:g} s (the product: every
+scan_interval_minutes of the rule file, 30 by default). The live card logs an uncorrectable
+error about two minutes in, so its first prediction appears within the first few minutes.
 Simulated predictions appear only with ?source=simulated; they never alert and never count in
 the real statistics. The thresholds are initial empirical values awaiting calibration.
 """
 
 
 async def _serve(options: DemoOptions, exporter_url: str, card: FakeCard | None,
-                 node: str, banner: tuple[str, Path, int]) -> None:
-    from evaluator.service import build_service
+                 node: str, banner: tuple[str, Path, int], environ: Mapping[str, str]) -> None:
+    from evaluator.compose import build_service
+    from evaluator.http.server import bind, listening
 
-    base = load_config(options.config, environment()) if options.config else None
+    base = load_config(options.config, environ) if options.config else None
     raw = {
         "scrape": {"interval": f"{COLLECT_SECONDS}s", "timeout": f"{COLLECT_SECONDS}s"},
         "static_configs": [{"targets": [exporter_url.removeprefix("http://")],
@@ -221,18 +226,12 @@ async def _serve(options: DemoOptions, exporter_url: str, card: FakeCard | None,
                                "ingest_source": "real" if card is None else "simulated"}
     if base is not None:
         changes["rules"] = base.rules  # a --config only chooses the rule set
-    service = build_service(replace(config, **changes), environment())
-    runner = web.AppRunner(service.web_app, access_log=None, handle_signals=False)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", options.port)
-        await site.start()
-        port = runner.addresses[0][1]
+    service = build_service(replace(config, **changes), environ,
+                            worker_interval=WORKER_SECONDS)
+    async with listening(service.web_app, bind("127.0.0.1", options.port)) as port:
         print(_banner(f"http://127.0.0.1:{port}", exporter_url, banner[0], banner[1],
                       banner[2], node, "real" if card is None else "simulated"), flush=True)
         await _until_stopped(options.duration, card)
-    finally:
-        await runner.cleanup()
 
 
 async def _until_stopped(duration: float | None, card: FakeCard | None) -> None:
@@ -252,7 +251,7 @@ async def _until_stopped(duration: float | None, card: FakeCard | None) -> None:
     print("stopping the demo", flush=True)
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def run_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     options = demo_options(args)
     rows = _seed(options.storage_path)
     exporter_port = _free_port(options.exporter_port)
@@ -263,18 +262,13 @@ def run_demo(args: argparse.Namespace) -> int:
     exporter_url = f"http://127.0.0.1:{exporter_port}"
     proc: subprocess.Popen[bytes] | None = None
     try:
-        proc, source, card = _start_exporter(exporter_port, folder)
+        proc, source, card = _start_exporter(exporter_port, folder, environ)
         node = DEMO_NODE if card is not None else socket.gethostname()
         _wait_for_exporter(proc, f"{exporter_url}/metrics", folder / "exporter.log")
         asyncio.run(_serve(options, exporter_url, card, node,
-                           (source, options.storage_path, rows)))
+                           (source, options.storage_path, rows), environ))
     finally:
         if proc is not None:
             _stop(proc)
         shutil.rmtree(folder, ignore_errors=True)
     return 0
-
-
-DEMO_COMMAND: Final = Command(
-    "run the exporter (fake tools when no nvidia-smi) and the evaluator on a demo store with "
-    "simulated history; print where to look", demo_arguments, run_demo)

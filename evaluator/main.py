@@ -1,9 +1,11 @@
-"""``gpu-health-evaluator`` entry point: a table of subcommands.
+"""``gpu-health-evaluator`` entry point: reads argv and the environment once, runs a subcommand.
 
 ``run`` (the default when only options are given) scrapes, stores, predicts and serves the
 API; ``simulate`` writes or purges simulated samples; ``tokens-hash`` prints the SHA-256 of an
-API token read from stdin (for the tokens file). Adding a subcommand is one line in ``COMMANDS``:
-``"demo": Command("help line", add_arguments, run)`` where ``run(args) -> exit code``.
+API token read from stdin (for the tokens file); ``backtest`` replays history; ``demo`` runs the
+whole product on one machine. Arguments are declared in :mod:`evaluator.cli`; ``RUNNERS`` maps
+the same names to ``run(args, environ) -> exit code``. Nothing below ``main`` reads
+``os.environ``: the mapping read here is passed down.
 Exit codes: 0 fine, 1 a runtime error (e.g. the database is locked), 2 bad config or arguments.
 """
 
@@ -11,47 +13,44 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from collections.abc import Callable, Mapping
+from typing import Final
 
-from aiohttp import web
-
-from evaluator.backtest import cli as backtest_cli
-from evaluator.demo import DEMO_COMMAND
-from evaluator.settings import Config, load_config
-from evaluator.settings_cli import (
-    Command,
-    environment,
-    parse_args,
-    simulate_arguments,
-    simulate_options,
-)
+from evaluator.cli import parse_args
+from evaluator.config.file import Config, load_config
 from gpu_health.errors import ConfigError, GpuHealthError
 
 log = logging.getLogger("evaluator")
 
-
-def _config(args: argparse.Namespace) -> Config:
-    return load_config(args.config, environment())
+Runner = Callable[[argparse.Namespace, Mapping[str, str]], int]
 
 
-def _no_arguments(_parser: argparse.ArgumentParser) -> None:
-    return None
+def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
+    return load_config(args.config, environ)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from evaluator.service import build_service
+def cmd_run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from evaluator.compose import build_service
+    from evaluator.http.server import bind, serve
 
-    config = _config(args)
-    service = build_service(config, environment())
-    web.run_app(service.web_app, host=config.listen_host, port=config.listen_port,
-                access_log=None, print=None, handle_signals=True)
+    config = _config(args, environ)
+    sock = bind(config.listen_host, config.listen_port)  # a taken port fails before anything
+    try:
+        service = build_service(config, environ)
+    except BaseException:
+        sock.close()
+        raise
+    serve(service.web_app, sock)
     return 0
 
 
-def cmd_simulate(args: argparse.Namespace) -> int:
-    from evaluator.ingest_simulated import run_simulation
+def cmd_simulate(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from evaluator.simulate.options import simulate_options
+    from evaluator.simulate.writer import run_simulation
 
-    options = simulate_options(args, _config(args))
+    options = simulate_options(args, _config(args, environ))
     written = run_simulation(options)
     if options.purge:
         print(f"purged {written['purged']} simulated sample rows from {options.storage_path}")
@@ -61,31 +60,40 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_tokens_hash(_args: argparse.Namespace) -> int:
-    from evaluator.api.auth import tokens_hash_main
+def cmd_tokens_hash(_args: argparse.Namespace, _environ: Mapping[str, str]) -> int:
+    from evaluator.http.api.auth import tokens_hash_main
 
     return tokens_hash_main(sys.stdin, sys.stdout, sys.stderr)
 
 
-COMMANDS: dict[str, Command] = {
-    "run": Command("scrape, store change-only samples, predict, serve /metrics and the API "
-                   "(default)",
-                   _no_arguments, cmd_run),
-    "simulate": Command("write source='simulated' samples for demo profiles, or --purge them",
-                        simulate_arguments, cmd_simulate),
-    "tokens-hash": Command("print the sha256 of an API token read from stdin (tokens file)",
-                           _no_arguments, cmd_tokens_hash),
-    "backtest": Command(backtest_cli.HELP, backtest_cli.add_arguments, backtest_cli.run),
-    "demo": DEMO_COMMAND,
+def cmd_backtest(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from evaluator.backtest.command import run
+
+    return run(args, environ)
+
+
+def cmd_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from evaluator.demo import run_demo
+
+    return run_demo(args, environ)
+
+
+RUNNERS: Final[dict[str, Runner]] = {
+    "run": cmd_run,
+    "simulate": cmd_simulate,
+    "tokens-hash": cmd_tokens_hash,
+    "backtest": cmd_backtest,
+    "demo": cmd_demo,
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv, COMMANDS)
+def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    env = dict(os.environ) if environ is None else environ  # the one read of the environment
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return COMMANDS[args.command].run(args)
+        return RUNNERS[args.command](args, env)
     except ConfigError as exc:
         print(f"gpu-health-evaluator: {exc}", file=sys.stderr)
         return 2

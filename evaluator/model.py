@@ -1,4 +1,4 @@
-"""Plain data shared across the evaluator: card keys, counter tuples, samples.
+"""Plain data shared across the evaluator: card keys, counter tuples, samples, XID samples.
 
 Frozen dataclasses only; no I/O. Counter values are ``int | None`` where ``None`` means unknown
 (never 0). The order of fields in :class:`Counters` is ``gpu_health.contract.COUNTER_KEYS``.
@@ -52,3 +52,27 @@ class Sample:
     gpu_uuid: str | None
     sampled_at: datetime
     counters: Counters
+
+
+@dataclass(frozen=True, slots=True)
+class XidKey:
+    """One XID series of a card slot (the UUID is data, as for samples: a swap is a change)."""
+
+    node_id: str
+    gpu_index: int
+    source: str
+    xid: int
+
+    @property
+    def card(self) -> CardKey:
+        return CardKey(self.node_id, self.gpu_index, self.source)
+
+
+@dataclass(frozen=True, slots=True)
+class XidSample:
+    """One stored (or to-be-stored) row of ``gpu_health_xid_samples``; aware-UTC time."""
+
+    key: XidKey
+    gpu_uuid: str | None
+    sampled_at: datetime
+    count: int

@@ -10,15 +10,14 @@ Single instance for now; leader election comes later. Overlapping instances are 
 prediction ids are deterministic and outcomes are compare-and-set
 (:mod:`evaluator.store.predictions`).
 
-``tick`` is synchronous (it runs on a database thread); ``run`` is the asyncio loop with the
-loop's one catch-all, which logs and counts every failure into
-``gpu_health_evaluator_loop_errors_total{loop="worker",reason}`` and keeps going.
+``tick`` is synchronous (it runs on a database thread). There is no loop here: the composition
+root hands ``tick`` to the process host (``evaluator.app``), whose one catch-all per loop tick
+logs and counts every failure into ``gpu_health_evaluator_loop_errors_total{loop="worker",
+reason}`` and keeps going.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -28,16 +27,15 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from evaluator.rules.outcome import classify
-from evaluator.rules.registry import register_ruleset
 from evaluator.rules.ruleset import RuleSet
 from evaluator.rules.signals import decide
 from evaluator.store.backfill import observe_pending
 from evaluator.store.db import Database
 from evaluator.store.features import card_features
 from evaluator.store.predictions import NewPrediction, insert_predictions, resolve
+from evaluator.store.rule_versions import register_ruleset
 from gpu_health.clock import Clock, system_clock
 from gpu_health.contract import SOURCES
-from gpu_health.errors import GpuHealthError
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +54,9 @@ class TickReport:
 
 
 class WorkerMetrics:
-    """The worker's self-metrics, on a registry the caller owns. Pass ``loop_errors`` when the
-    application already has the shared ``gpu_health_evaluator_loop_errors_total{loop,reason}``
-    counter (one metric name can be registered only once per registry)."""
+    """The worker's self-metrics, on a registry the caller owns."""
 
-    def __init__(self, registry: CollectorRegistry, loop_errors: Counter | None = None) -> None:
-        self.loop_errors = loop_errors or Counter(
-            "gpu_health_evaluator_loop_errors", "Failed loop iterations by loop and reason.",
-            ["loop", "reason"], registry=registry)
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.ticks = Counter("gpu_health_evaluator_worker_ticks",
                              "Completed prediction-worker ticks.", registry=registry)
         self.last_success = Gauge(
@@ -144,23 +137,3 @@ class Worker:
                                           window_days=params.window_days, now=now)
         return TickReport(now, self.ruleset.version, True, resolved, evaluated, fired,
                           tuple(created))
-
-    async def run_once(self) -> TickReport | None:
-        """One tick on a database thread, inside the loop's single catch-all."""
-        try:
-            return await self.db.run(self.tick)
-        except Exception as exc:  # the worker loop's one catch-all: log, count, carry on
-            reason = exc.reason if isinstance(exc, GpuHealthError) else "unexpected"
-            log.exception("worker tick failed (%s)", reason)
-            self.metrics.loop_errors.labels(loop="worker", reason=reason).inc()
-            return None
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Register the rule version (a changed rule file raises RuleError here, before any
-        tick), then tick every scan interval until ``stop`` is set."""
-        await self.db.run(self.register)
-        interval = self.ruleset.params.scan_interval.total_seconds()
-        while not stop.is_set():
-            await self.run_once()
-            with contextlib.suppress(TimeoutError):  # the interval elapsed: tick again
-                await asyncio.wait_for(stop.wait(), timeout=interval)

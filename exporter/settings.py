@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpu_health.durations import parse_duration
 from gpu_health.errors import ConfigError
 
 from .sources import SOURCE_CLASSES
 
-_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -123,9 +121,8 @@ def _kernel_log(args: argparse.Namespace, problems: list[str]) -> dict[str, Any]
 
 
 def _duration(text: str, flag: str, problems: list[str]) -> float:
-    match = _DURATION.fullmatch(text.strip())
-    value = float(match.group(1)) * _UNIT_S[match.group(2)] if match else 0.0
-    if value <= 0:
+    value = parse_duration(text, unitless=True)
+    if value is None:
         problems.append(f"{flag}: {text!r} is not a positive duration (e.g. 60s, 500ms, 3m)")
         return 0.0
     return value

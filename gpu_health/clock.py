@@ -30,3 +30,16 @@ def from_naive_utc(value: datetime) -> datetime:
     if value.tzinfo is not None:
         return value.astimezone(UTC)
     return value.replace(tzinfo=UTC)
+
+
+def rfc3339(value: datetime, timespec: str = "auto") -> str:
+    """``2026-01-01T00:00:00Z``: UTC, ``Z`` suffix (a naive value is taken as naive UTC).
+
+    ``timespec`` as for :meth:`datetime.isoformat` ("auto", "seconds", "milliseconds", ...).
+    The one place the programs format a time for JSON, alerts and log text.
+    """
+    return from_naive_utc(value).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def rfc3339_or_none(value: datetime | None) -> str | None:
+    return None if value is None else rfc3339(value)

@@ -99,3 +99,9 @@ class BacktestError(GpuHealthError):
     an answer it cannot use, or its database is not a backtest database."""
 
     reason = "backtest"
+
+
+class ListenError(GpuHealthError):
+    """A server cannot listen on its configured address (taken, not ours, not resolvable)."""
+
+    reason = "listen"

@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from evaluator.alerts.metrics import AlertMetrics
 from evaluator.alerts.pusher import Pusher, PushReport
+from evaluator.outbound import ClientOptions, client_session
 from evaluator.store.alerts import (
     SYSTEM_ACTOR,
     AlertView,
@@ -40,7 +41,7 @@ from gpu_health.clock import Clock
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from evaluator.settings_alerting import AlertingConfig
+    from evaluator.config.alerting import AlertingConfig
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class AlertLoop:
         self.last_state = state
         self._record(state)
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            self._session = client_session(ClientOptions(connect_timeout=self.config.timeout))
         report = await self.pusher.push(self._session, state.open, state.closing, now)
         if report.sent or report.ended:
             await self.db.run(mark_sent, self.db, report.sent, report.ended, now)

@@ -17,11 +17,12 @@ memory-usage alert (the card's memory may well be idle).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 from urllib.parse import quote
 
 from evaluator.store.alerts import AlertView
+from gpu_health.clock import rfc3339
 
 ALERTNAME: Final = "GPU_FAULT_PREDICTED"
 SEVERITY: Final = "warning"
@@ -44,11 +45,6 @@ _STATUS_NOTE: Final = {
 }
 
 
-def rfc3339_ms(value: datetime) -> str:
-    """``2026-12-02T12:24:30.000Z``: UTC with milliseconds, as Prometheus writes it."""
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def generator_url(external_url: str, node_id: str) -> str:
     """The evaluator's predictions API for the node (what the alert links back to)."""
     return f"{external_url.rstrip('/')}{PREDICTIONS_PATH}?node_id={quote(node_id, safe='')}"
@@ -68,7 +64,8 @@ def _text(value: object) -> str:
 def _window(alert: AlertView) -> str:
     if alert.window_days is None or alert.t0 is None or alert.window_end is None:
         return UNKNOWN
-    return f"{alert.window_days}d: {rfc3339_ms(alert.t0)} to {rfc3339_ms(alert.window_end)}"
+    start, end = rfc3339(alert.t0, "milliseconds"), rfc3339(alert.window_end, "milliseconds")
+    return f"{alert.window_days}d: {start} to {end}"
 
 
 def summary(alert: AlertView) -> str:
@@ -117,8 +114,8 @@ def _alert(alert: AlertView, ends_at: datetime, external_url: str) -> dict[str, 
     return {
         "labels": alert_labels(alert),
         "annotations": alert_annotations(alert),
-        "startsAt": rfc3339_ms(alert.opened_at),
-        "endsAt": rfc3339_ms(ends_at),
+        "startsAt": rfc3339(alert.opened_at, "milliseconds"),
+        "endsAt": rfc3339(ends_at, "milliseconds"),
         "generatorURL": generator_url(external_url, alert.node_id),
     }
 

@@ -26,12 +26,10 @@ import aiohttp
 from evaluator.alerts import payload
 from evaluator.alerts.metrics import AlertMetrics
 from evaluator.store.alerts import AlertView
-from gpu_health import __version__
 
 log = logging.getLogger(__name__)
 
 BACKOFF_BASE: Final = timedelta(seconds=1)
-USER_AGENT: Final = f"gpu-health-evaluator/{__version__}"
 MAX_ERROR_BODY: Final = 2048
 FIRING: Final = "firing"
 RESOLVED: Final = "resolved"
@@ -138,8 +136,7 @@ class Pusher:
         """POST one body; the result label (ok, timeout, connect, http_4xx, http_5xx, error)."""
         try:
             async with asyncio.timeout(self.timeout), session.post(
-                target.endpoint, json=body, headers={"User-Agent": USER_AGENT},
-            ) as response:
+                target.endpoint, json=body) as response:
                 if 200 <= response.status < 300:
                     return "ok"
                 text = (await response.content.read(MAX_ERROR_BODY)).decode("utf-8", "replace")

@@ -1,6 +1,6 @@
 """Imported history -> stored rows, through the live write rule (change-only + keep-alive).
 
-Two paths, one rule (:func:`evaluator.ingest_rule.decide`, the function live ingest calls):
+Two paths, one rule (:func:`evaluator.ingest.write_rule.decide`, the function live ingest calls):
 
 - :class:`ReadingWriter` (Prometheus import): every reading of a card goes through ``decide``
   against the card's last written row, exactly as in a scrape cycle; gaps stay gaps (no reading,
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from evaluator.backtest.events import CardHistory
-from evaluator.ingest_rule import decide
+from evaluator.ingest.write_rule import decide
 from evaluator.model import CardKey, Counters, Sample
-from evaluator.store.backtest import expand_segments, stage_segments
+from evaluator.store.backtest_import import expand_segments, stage_segments
 from evaluator.store.db import Database
 from evaluator.store.samples import insert_samples
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from evaluator.backtest.events import CardHistory, EventColumns, EventFile
 from evaluator.backtest.prometheus import PrometheusImport, PrometheusSource
-from evaluator.store.backtest import sample_span
+from evaluator.store.backtest_import import sample_span
 from evaluator.store.db import Database
 from gpu_health.contract import COUNTER_KEYS
 

@@ -28,18 +28,17 @@ from evaluator.backtest.prometheus import PrometheusSource, import_prometheus
 from evaluator.backtest.replay import ReplaySummary, replay
 from evaluator.backtest.report import build_report, render_text
 from evaluator.backtest.rulesets import Variant, variants
-from evaluator.backtest.store import open_backtest
-from evaluator.rules.registry import register_ruleset
 from evaluator.rules.ruleset import RuleSet
 from evaluator.store.backtest import (
-    drop_sample_indexes,
     finish_run,
     imported_assumptions,
     imported_period,
-    sample_span,
+    open_backtest,
     start_run,
 )
+from evaluator.store.backtest_import import drop_sample_indexes, sample_span
 from evaluator.store.db import Database
+from evaluator.store.rule_versions import register_ruleset
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import BacktestError, ConfigError
 

@@ -32,6 +32,7 @@ from evaluator.backtest.metricsets import (
     index_map,
     readings,
 )
+from evaluator.outbound import ClientOptions, client_session
 from evaluator.store.db import Database
 from gpu_health.errors import BacktestError
 
@@ -142,9 +143,10 @@ async def import_prometheus(db: Database, source: PrometheusSource, keepalive: t
     stats = PrometheusImport()
     writer = ReadingWriter.open(db, keepalive)
     pieces = chunks(source.since, source.until, source.step, source.max_points)
-    timeout = aiohttp.ClientTimeout(total=source.timeout)
     ms = source.metrics
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    options = ClientOptions(total_timeout=source.timeout, connect_timeout=source.timeout,
+                            max_connections=CONCURRENCY)
+    async with client_session(options) as session:
         client = PrometheusClient(session, source, stats)
         for done, (start, end) in enumerate(pieces, start=1):
             names = ms.metric_names()

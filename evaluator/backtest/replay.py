@@ -42,7 +42,6 @@ from evaluator.backtest.activity import (
 )
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.outcome import classify
-from evaluator.rules.registry import register_ruleset
 from evaluator.rules.ruleset import RuleSet
 from evaluator.rules.signals import SIGNALS, decide
 from evaluator.store.backfill import observe_pending
@@ -55,6 +54,7 @@ from evaluator.store.backtest_queries import (
 from evaluator.store.db import Database
 from evaluator.store.features import card_features
 from evaluator.store.predictions import insert_predictions, resolve
+from evaluator.store.rule_versions import register_ruleset
 from gpu_health.contract import SOURCE_REAL
 
 log = logging.getLogger(__name__)

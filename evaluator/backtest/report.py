@@ -25,7 +25,7 @@ from typing import Any
 
 from evaluator.backtest.replay import ReplaySummary
 from evaluator.backtest.rulesets import Variant
-from evaluator.stats import DISCLAIMER, rfc3339, stats_document
+from evaluator.stats.document import DISCLAIMER, stats_document
 from evaluator.store.backtest_queries import (
     card_count,
     counts_by,
@@ -34,6 +34,7 @@ from evaluator.store.backtest_queries import (
 )
 from evaluator.store.db import Database
 from evaluator.store.stats import Fault, raw_stats
+from gpu_health.clock import rfc3339
 from gpu_health.contract import SOURCE_REAL
 
 PAPER = {

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaluator.config.rules import load_ruleset
 from evaluator.rules.params import FROZEN_KEYS, SPEC_BY_KEY, coerce
-from evaluator.rules.ruleset import ENV_PREFIX, RuleSet, load_ruleset
+from evaluator.rules.ruleset import ENV_PREFIX, RuleSet
 from gpu_health.errors import ConfigError
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from gpu_health.clock import rfc3339
+
 Status = Literal["hit", "miss", "voided"]
 
 
@@ -59,7 +61,7 @@ class Outcome:
 
 
 def _ts(value: datetime | None) -> str:
-    return "unknown" if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return "unknown" if value is None else rfc3339(value, "seconds")
 
 
 def classify(o: WindowObservation) -> Outcome | None:

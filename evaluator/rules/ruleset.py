@@ -1,4 +1,4 @@
-"""Loading a rule set: ``rules/<version>.yaml`` plus ``GPU_HEALTH_RULE_<KEY>`` overrides.
+"""A rule set from the text of ``rules/<version>.yaml`` plus ``GPU_HEALTH_RULE_<KEY>`` overrides.
 
 The file is the reviewed source of truth, so a bad file fails fast with every problem listed
 (:class:`~gpu_health.errors.ConfigError`). An environment override is an operator's tweak: an
@@ -7,18 +7,16 @@ invalid one is ignored with a warning and the file's value stays (a typo must ne
 parameter yields a distinct effective version ``<version>+p<5 hex of the params hash>``, so
 predictions made under different parameters never share a version.
 
-This module is the only reader of the environment for rules; :func:`parse_ruleset` takes the
-environment as a mapping so tests pass their own.
+Pure: :func:`parse_ruleset` takes the file's text and the environment as a mapping (read once
+by ``evaluator.main``); reading the file is ``evaluator.config.rules``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 import yaml
@@ -38,10 +36,6 @@ from gpu_health.errors import ConfigError
 log = logging.getLogger(__name__)
 
 ENV_PREFIX: Final = "GPU_HEALTH_RULE_"
-RULES_DIR: Final = Path(__file__).resolve().parents[2] / "rules"
-# The default active rule set (evaluator/settings.py ``rules.active`` names the same version).
-DEFAULT_VERSION: Final = "v2-ecc-xid"
-DEFAULT_RULE_FILE: Final = RULES_DIR / f"{DEFAULT_VERSION}.yaml"
 _VERSION_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -57,23 +51,6 @@ class RuleSet:
     origin: str  # file path (or a label for text parsed in tests)
     overrides: tuple[tuple[str, Any], ...] = ()  # accepted overrides (key, typed value)
     warnings: tuple[str, ...] = ()
-
-
-def load_ruleset(path: str | Path = DEFAULT_RULE_FILE,
-                 env: Mapping[str, str] | None = None) -> RuleSet:
-    """Read ``rules/<version>.yaml`` and apply overrides from ``env`` (default: the process
-    environment). The file name must match its ``version:`` (DESIGN.md), so the file an operator
-    looks at is the file that runs."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"rule file {file}: cannot read: {exc}") from exc
-    ruleset = parse_ruleset(text, env=os.environ if env is None else env, origin=str(file))
-    if file.suffix not in (".yaml", ".yml") or file.stem != ruleset.base_version:
-        raise ConfigError(f"rule file {file}: must be named {ruleset.base_version}.yaml after "
-                          f"its version ({ruleset.base_version!r})")
-    return ruleset
 
 
 def parse_ruleset(text: str, *, env: Mapping[str, str], origin: str = "<text>") -> RuleSet:
@@ -160,3 +137,12 @@ def _apply_env(values: dict[str, Any], env: Mapping[str, str]) -> tuple[dict[str
         values[key] = typed
         accepted[key] = typed
     return accepted, warnings
+
+
+def params_diff(stored: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Human-readable differences, one entry per key, sorted by key."""
+    return [
+        f"{key}: stored {stored.get(key, '(absent)')!r}, now {new.get(key, '(absent)')!r}"
+        for key in sorted(set(stored) | set(new))
+        if stored.get(key) != new.get(key)
+    ]

@@ -26,6 +26,7 @@ import duckdb
 
 from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.durations import format_duration
 from gpu_health.errors import StoreError
 
 SYSTEM_ACTOR: Final = "system"
@@ -223,7 +224,7 @@ def close_removed_nodes(db: Database, present: Collection[str], *, grace: timede
     """Track open alerts whose node is not among the ``present`` target nodes; close those
     missing for ``grace`` (actor ``system``, audited). Returns (alert id, node) closed now."""
     params: dict[str, Any] = {"now": to_naive_utc(now), "present": sorted(present)}
-    reason = (f"node removed from the scrape targets for more than {_duration(grace)} "
+    reason = (f"node removed from the scrape targets for more than {format_duration(grace)} "
               "(not a recovery: the card was not observed healthy)")
     with db.transaction():
         db.execute("UPDATE gpu_health_alerts SET node_absent_since = NULL WHERE closed_at IS "
@@ -254,11 +255,3 @@ def audit_log(db: Database, node_id: str | None = None, limit: int = 100) -> lis
         {**params, "limit": limit})
     return [AuditEntry(from_naive_utc(at), str(actor), str(action), str(node), str(aid),
                        str(reason)) for at, actor, action, node, aid, reason in rows]
-
-
-def _duration(value: timedelta) -> str:
-    seconds = int(value.total_seconds())
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"

@@ -1,21 +1,29 @@
-"""A backtest's own DuckDB file: its marker table, its run records, and the bulk import.
+"""A backtest's own DuckDB file: its marker table, its run records, and who may open it.
 
 A backtest writes imported history with ``source='real'`` (the replay must treat it as real
 history), so such a file must never become a live store, nor a live store a backtest file. The
 marker is the table ``gpu_health_backtest_runs`` (one row per run, with its options and, at the
 end, its report). It is created here by :func:`mark`, not by a schema migration: a migration
-would add it to every live store too, and it would no longer mark anything. The policy built on
-it lives with its callers (:mod:`evaluator.backtest.store` refuses live stores,
-:func:`evaluator.service.build_service` refuses backtest files).
+would add it to every live store too, and it would no longer mark anything.
 
-The import writes the rows of counter histories (:mod:`evaluator.backtest.history`) in bulk:
-runs of constant counts are staged once and expanded into rows inside DuckDB.
+Both directions of the refusal live here. :func:`open_backtest` checks, before anything is
+opened for writing:
+
+- a path that resolves to the live database (``storage.path`` of ``--config`` and the default
+  ``./data/gpu-health.duckdb``) is refused without being touched;
+- an existing file is first opened read-only and refused if it holds samples or predictions but
+  no backtest marker (a live store, or a copy of one, under another name);
+- importing into a marked file that already holds history is refused (the samples would be
+  doubled); without an input, a marked file's samples are replayed again (idempotent: prediction
+  ids are deterministic and outcomes are compare-and-set).
+
+:func:`refuse_backtest_file` is the other direction: the live evaluator refuses a marked file.
+The bulk import of history is :mod:`evaluator.store.backtest_import`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,7 +31,7 @@ from typing import Any, Final
 
 from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc, to_naive_utc
-from gpu_health.contract import SOURCE_REAL
+from gpu_health.errors import BacktestError, ConfigError, StoreError
 
 MARKER: Final = "gpu_health_backtest_runs"
 _CREATE: Final = f"""CREATE TABLE IF NOT EXISTS {MARKER} (
@@ -115,53 +123,62 @@ def imported_assumptions(db: Database) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def drop_sample_indexes(db: Database) -> None:
-    """Drop the samples table's two ART indexes in a backtest file. Nothing a backtest runs
-    uses them: DuckDB answers time-range scans and joins from zone maps, and ART indexes only
-    serve constant point lookups (the live API's). Keeping them makes the bulk import about
-    twice as slow (measured 27 s vs 13 s for 26.5 M rows) and rebuilding them afterwards costs
-    more than it saves (25 s)."""
-    db.execute("DROP INDEX IF EXISTS idx_samples_card_time")
-    db.execute("DROP INDEX IF EXISTS idx_samples_source")
+def default_path(now: datetime) -> Path:
+    return Path("data") / f"backtest-{now.strftime('%Y%m%dT%H%M%SZ')}.duckdb"
 
 
-def stage_segments(db: Database, rows: Sequence[tuple[Any, ...]]) -> None:
-    """(node, index, first, last, unc, corr) runs into a connection-local temporary table."""
-    cols: list[list[Any]] = [[r[i] for r in rows] for i in range(6)]
-    cols[2] = [to_naive_utc(t) for t in cols[2]]
-    cols[3] = [to_naive_utc(t) for t in cols[3]]
-    db.execute(
-        """CREATE OR REPLACE TEMP TABLE bt_segments AS
-        SELECT unnest($1::VARCHAR[]) AS node_id, unnest($2::INTEGER[]) AS gpu_index,
-               unnest($3::TIMESTAMP[]) AS first_at, unnest($4::TIMESTAMP[]) AS last_at,
-               unnest($5::BIGINT[]) AS unc, unnest($6::BIGINT[]) AS corr""", cols)
+def live_problem(path: Path, live: tuple[Path, ...]) -> str | None:
+    """Why ``path`` may not be used (it is the live database), or None."""
+    target = path.resolve()
+    for candidate in live:
+        same = target == candidate.resolve()
+        if not same and target.exists() and candidate.exists():
+            same = target.samefile(candidate)
+        if same:
+            return (f"--db {path} is the live database ({candidate}); a backtest writes "
+                    "imported history as real samples and never touches the live store: "
+                    "choose another file")
+    return None
 
 
-def expand_segments(db: Database, start: datetime, end: datetime, period: timedelta) -> int:
-    """Insert the rows of the staged runs that fall in ``[start, end)``: each run's first reading
-    and every ``period`` after it, up to its last reading (the write rule's closed form, see
-    :mod:`evaluator.backtest.history`), in time order. Returns the number inserted."""
-    row = db.fetchone(
-        f"""INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
-                ecc_uncorrected_total, ecc_corrected_total, retired_pages,
-                remapped_rows_pending, remapped_rows_failure)
-        SELECT node_id, gpu_index, NULL, '{SOURCE_REAL}', ts, unc, corr, NULL, NULL, NULL FROM (
-            SELECT node_id, gpu_index, unc, corr, unnest(generate_series(
-                first_at + to_microseconds(
-                    greatest(0, (epoch_us($a) - epoch_us(first_at) + $p - 1) // $p) * $p),
-                least(last_at, $a + to_microseconds($span - 1)),
-                to_microseconds($p))) AS ts
-            FROM bt_segments
-            WHERE first_at < $a + to_microseconds($span) AND last_at >= $a)
-        ORDER BY ts, node_id, gpu_index""",
-        {"a": to_naive_utc(start), "span": (end - start) // _US, "p": period // _US},
-    )
-    return int(row[0])
+def open_backtest(path: Path, *, live: tuple[Path, ...], importing: bool) -> Database:
+    """Open (creating if needed) a backtest file after the checks in the module docstring."""
+    problem = live_problem(path, live)
+    if problem:
+        raise ConfigError(problem)
+    if path.exists():
+        try:
+            state = inspect(path)
+        except StoreError as exc:
+            raise BacktestError(f"cannot open {path} read-only to check it is a backtest file "
+                                f"(is a live evaluator using it?): {exc}") from exc
+        if not state.marked and (state.samples or state.predictions):
+            raise ConfigError(
+                f"--db {path} holds {state.samples} samples and {state.predictions} predictions "
+                "not written by a backtest (a live store, or a copy of one): a backtest only "
+                "writes to its own files; choose a new path")
+        if importing and state.samples:
+            raise ConfigError(
+                f"--db {path} already holds {state.samples} imported samples: importing again "
+                "would double them. Choose a new --db, or leave out --prometheus/--events to "
+                "replay the samples already there")
+        if not importing and not state.samples:
+            raise ConfigError(f"--db {path} holds no samples to replay: give --prometheus or "
+                              "--events")
+    elif not importing:
+        raise ConfigError(f"--db {path} does not exist: give --prometheus or --events to import "
+                          "history into a new backtest file")
+    db = Database(path)
+    mark(db)
+    return db
 
 
-def sample_span(db: Database) -> tuple[datetime | None, datetime | None, int]:
-    """First and last sample time and the number of (real) samples."""
-    lo, hi, n = db.fetchone("SELECT min(sampled_at), max(sampled_at), count(*) "
-                            "FROM gpu_health_samples WHERE source = ?", [SOURCE_REAL])
-    return (None if lo is None else from_naive_utc(lo),
-            None if hi is None else from_naive_utc(hi), int(n))
+def refuse_backtest_file(db: Database, path: Path) -> None:
+    """A backtest file holds imported history as ``source='real'`` samples and the predictions
+    of every replayed version: served live, it would feed replayed data into the statistics,
+    the dashboards and the alerts."""
+    if is_backtest_file(db):
+        raise ConfigError(
+            f"storage.path {path} is a backtest file (it holds the table "
+            f"{MARKER}, written by `gpu-health-evaluator backtest`), not a live store: its "
+            "samples are replayed history. Point storage.path at the live database")

@@ -5,7 +5,7 @@ Set-based, one statement per question: in which time buckets a card could fire a
 uncorrectable increase points (the ones the statistics read,
 :data:`evaluator.store.stats.ECC_INCREASES`), a version's predictions already in the file, and
 the report's per-version counts and base rates. Nothing here runs against a live store:
-:mod:`evaluator.backtest.store` only hands out backtest files.
+:mod:`evaluator.store.backtest` only hands out backtest files.
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from evaluator.ingest_xid import XidSample
-from evaluator.model import Sample
+from evaluator.model import Sample, XidSample
 from evaluator.store.db import Database
 from evaluator.store.maintenance import NodeRecord, upsert_nodes
 from evaluator.store.samples import insert_samples

@@ -35,15 +35,6 @@ _ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
-class StoredRuleVersion:
-    version: str
-    base_version: str
-    params_hash: str
-    params_json: str
-    first_used_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
 class NewPrediction:
     """A prediction row this call inserted (what alerting pushes)."""
 
@@ -85,38 +76,6 @@ def prediction_id(node_id: str, gpu_index: int, gpu_uuid: str | None, source: st
     key = "|".join((node_id, str(gpu_index), gpu_uuid or "", source, rule_version,
                     str(window_days), stored))
     return hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-def register_rule_version(db: Database, *, version: str, base_version: str, params_hash: str,
-                          params_json: str, now: datetime) -> StoredRuleVersion:
-    """Record a version on first use (first writer wins); return what the store holds."""
-    run_idempotent(
-        db,
-        "INSERT INTO gpu_health_rule_versions VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        [version, base_version, params_hash, params_json, to_naive_utc(now)],
-    )
-    row = db.fetchone(
-        "SELECT version, base_version, params_hash, params_json, first_used_at "
-        "FROM gpu_health_rule_versions WHERE version = ?", [version],
-    )
-    return StoredRuleVersion(str(row[0]), str(row[1]), str(row[2]), str(row[3]),
-                             from_naive_utc(row[4]))
-
-
-def reregister_unused_rule_version(db: Database, *, version: str, params_hash: str,
-                                   params_json: str, now: datetime) -> bool:
-    """Replace a version's recorded parameters, but only while no prediction carries the version
-    (check and update in one statement, on one snapshot)."""
-    rows = run_idempotent(
-        db,
-        """UPDATE gpu_health_rule_versions
-        SET params_hash = $hash, params_json = $json, first_used_at = $now
-        WHERE version = $version AND NOT EXISTS (
-            SELECT 1 FROM gpu_health_predictions WHERE rule_version = $version)
-        RETURNING version""",
-        {"version": version, "hash": params_hash, "json": params_json, "now": to_naive_utc(now)},
-    )
-    return bool(rows)
 
 
 _INSERT = """

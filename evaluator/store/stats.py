@@ -48,7 +48,7 @@ class Fault:
 
 @dataclass(frozen=True, slots=True)
 class RawStats:
-    """Counts the pure statistics are computed from (see :mod:`evaluator.stats`)."""
+    """Counts the pure statistics are computed from (see :mod:`evaluator.stats.document`)."""
 
     status_counts: dict[int, dict[str, int]]  # window_days -> status -> count
     rule_versions: dict[int, tuple[str, ...]]  # window_days -> versions counted

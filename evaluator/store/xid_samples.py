@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from evaluator.ingest_xid import XidKey, XidSample
+from evaluator.model import XidKey, XidSample
 from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.errors import StoreError

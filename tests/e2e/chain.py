@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from evaluator.api.auth import hash_token
+from evaluator.http.api.auth import hash_token
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store import Database
 from evaluator.store.samples import insert_samples

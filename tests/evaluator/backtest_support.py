@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evaluator.rules.ruleset import RuleSet, load_ruleset
+from evaluator.config.rules import load_ruleset
+from evaluator.rules.ruleset import RuleSet
 from evaluator.store import Database
 from tests.evaluator.rules_support import const, load, quadratic, series, step
 from tests.shared import REPO

@@ -13,10 +13,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from evaluator.config.rules import RULES_DIR, load_ruleset
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.params import RuleParams
-from evaluator.rules.ruleset import RULES_DIR, RuleSet, load_ruleset
+from evaluator.rules.ruleset import RuleSet
 from evaluator.store import Database
 from evaluator.store.samples import insert_samples
 from gpu_health.clock import to_naive_utc

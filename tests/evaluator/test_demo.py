@@ -4,6 +4,7 @@ simulated data, never as real data (not even in a store that holds real data).""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store import Database
 from evaluator.store.samples import insert_samples
+from tests.shared import REPO
 
 BIN = Path(sys.executable).parent / "gpu-health-evaluator"
 
@@ -73,3 +75,40 @@ def test_demo_never_writes_real_rows_and_leaves_real_data_alone(tmp_path: Path) 
         assert real == [("gpu-prod-07", "GPU-1", 3)]
     finally:
         db.close()
+
+
+def test_the_banner_lists_every_url_the_docs_name() -> None:
+    from evaluator.demo import DEMO_NODE, _banner
+
+    banner = _banner("http://127.0.0.1:9836", "http://127.0.0.1:9835", "the fake nvidia-smi",
+                     Path("data/demo.duckdb"), 1, DEMO_NODE, "simulated")
+    table = (REPO / "docs" / "demo.md").read_text(encoding="utf-8")
+    urls = re.findall(r"^\| `([^`]+)` \|", table, flags=re.MULTILINE)
+    assert len(urls) >= 9
+    for url in urls:
+        tail = url.removeprefix("...").removeprefix("http://127.0.0.1:9836")
+        assert tail in banner, tail
+    assert "every 60 s" in banner
+
+
+def test_the_live_card_fails_within_minutes_and_the_demo_predicts_every_minute(
+        tmp_path: Path) -> None:
+    from evaluator.compose import build_service
+    from evaluator.config.file import parse_config
+    from evaluator.demo import ADVANCE_SECONDS, WORKER_SECONDS, FakeCard
+
+    card = FakeCard(tmp_path / "state.json")
+    card.write()
+    advances = 0
+    while card.uncorrected == 0:
+        card.advance()
+        advances += 1
+    assert advances * ADVANCE_SECONDS <= 180  # the strong signal is there within 3 minutes
+    assert json.loads(card.path.read_text())["cards"]["0"][
+        "ecc.errors.uncorrected.aggregate.total"] == 1
+    config = parse_config({"storage": {"path": "demo.duckdb"}}, base=tmp_path)
+    service = build_service(config, {}, start_loops=False, worker_interval=WORKER_SECONDS)
+    try:
+        assert service.app.loops["worker"].interval == 60.0
+    finally:
+        service.db.close()

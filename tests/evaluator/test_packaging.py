@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from evaluator.settings import load_config
+from evaluator.config.file import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -1,0 +1,149 @@
+"""``gpu-health-evaluator backtest``: its options and the step from parsed arguments to a run.
+
+argv is parsed by :func:`evaluator.cli.parse_args` (which declares the options);
+:func:`options_from` turns the namespace (plus the evaluator config: scrape interval, keep-alive,
+rules folder, the live database path) into validated
+:class:`~evaluator.backtest.pipeline.BacktestOptions`, listing every problem at once. The heavy
+modules (DuckDB, aiohttp, tqdm) load only when the subcommand runs: ``evaluator.main`` imports
+this module for every command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from evaluator.backtest.events import PRESETS, EventColumns, parse_time
+from evaluator.backtest.metricsets import LIMIT_POINTS, METRIC_SETS
+from evaluator.config.file import DEFAULT_STORAGE, Config, load_config
+from evaluator.config.values import Checker, url_problem
+from gpu_health.clock import Clock, system_clock
+from gpu_health.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evaluator.backtest.pipeline import BacktestOptions
+    from evaluator.backtest.prometheus import PrometheusSource
+
+def _duration(c: Checker, value: str | None, flag: str, default: timedelta) -> timedelta:
+    return timedelta(seconds=c.duration({flag: value}, flag, flag, default.total_seconds()))
+
+
+def _time(c: Checker, value: str | None, flag: str) -> datetime | None:
+    if value is None:
+        return None
+    at = parse_time(value)
+    if at is None:
+        c.problem(f"{flag} {value!r} is neither ISO 8601 with a zone nor Unix seconds")
+    return at
+
+
+def _split(text: str | None) -> frozenset[str]:
+    return frozenset(t.strip() for t in (text or "").split(",") if t.strip())
+
+
+def _columns(c: Checker, args: argparse.Namespace) -> EventColumns | None:
+    base = PRESETS.get(args.preset) if args.preset else None
+    named = tuple(dict.fromkeys(t.strip() for t in (args.node_columns or "").split(",")
+                                if t.strip()))
+    node = named or (base.node if base else ())
+    values = {
+        "gpu": args.gpu_column or (base.gpu if base else None),
+        "time": args.time_column or (base.time if base else None),
+        "type": args.type_column or (base.type if base else None),
+    }
+    correct = _split(args.correctable) or (base.correctable if base else frozenset())
+    uncorrect = _split(args.uncorrectable) or (base.uncorrectable if base else frozenset())
+    missing = [flag for flag, v in (("--node-columns", node), ("--gpu-column", values["gpu"]),
+                                    ("--time-column", values["time"]),
+                                    ("--type-column", values["type"]),
+                                    ("--correctable", correct), ("--uncorrectable", uncorrect))
+               if not v]
+    if missing:
+        c.problem(f"--events needs --preset or {', '.join(missing)}")
+        return None
+    if correct & uncorrect:
+        both = ", ".join(sorted(correct & uncorrect))
+        c.problem(f"types both correctable and uncorrectable: {both}")
+    return EventColumns(node, str(values["gpu"]), str(values["time"]), str(values["type"]),
+                        correct, uncorrect, _split(args.ignore_types))
+
+
+def options_from(args: argparse.Namespace, config: Config, now: datetime) -> BacktestOptions:
+    """Validate the arguments; ConfigError lists every problem."""
+    from evaluator.backtest.inputs import EventsSource
+    from evaluator.backtest.pipeline import BacktestOptions
+    from evaluator.backtest.rulesets import parse_sweeps
+    from evaluator.store.backtest import default_path
+
+    c = Checker()
+    step = _duration(c, args.step, "--step", timedelta(seconds=config.scrape.interval))
+    source: PrometheusSource | EventsSource | None = None
+    if args.prometheus is not None:
+        source = _prometheus(c, args, step, now)
+    elif args.since or args.until:
+        c.problem("--since/--until only apply to --prometheus")
+    stray = [flag for flag, value in (("--preset", args.preset),
+                                      ("--node-columns", args.node_columns),
+                                      ("--gpu-column", args.gpu_column),
+                                      ("--lead-in", args.lead_in),
+                                      ("--observe-after", args.observe_after)) if value]
+    if stray and args.events is None:
+        c.problem(f"{', '.join(stray)} only apply to --events")
+    if args.events is not None:
+        columns = _columns(c, args)
+        lead_in = _duration(c, args.lead_in, "--lead-in", step)
+        after = _duration(c, args.observe_after, "--observe-after", timedelta(0)) or None
+        if columns is not None:
+            source = EventsSource(args.events, columns, args.preset, step, lead_in, after)
+    sweeps: list[tuple[str, list[str]]] = []
+    try:
+        sweeps = parse_sweeps(args.sweep)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            c.problem(problem)
+    c.raise_if_any()
+    rules = tuple(args.rules or (config.rules.dir / f"{config.rules.active}.yaml",))
+    return BacktestOptions(
+        db_path=args.db or default_path(now),
+        live_paths=(config.storage_path, DEFAULT_STORAGE),
+        source=source, rule_files=rules, sweeps=tuple(sweeps),
+        keepalive=timedelta(seconds=config.keepalive_seconds),
+        output=args.output, plot=args.plot, progress=args.progress, skip=not args.every_tick,
+    )
+
+
+def _prometheus(c: Checker, args: argparse.Namespace, step: timedelta,
+                now: datetime) -> PrometheusSource | None:
+    from evaluator.backtest.prometheus import PrometheusSource, aligned
+
+    problem = url_problem(args.prometheus)
+    if problem:
+        c.problem(f"--prometheus: {problem}")
+    since = _time(c, args.since, "--since")
+    until = _time(c, args.until, "--until") or now
+    if args.since is None:
+        c.problem("--prometheus needs --since (the start of the history to import)")
+    if since is not None and since >= until:
+        c.problem(f"--since ({since.isoformat()}) must be before --until ({until.isoformat()})")
+    if not 1 <= args.max_points <= LIMIT_POINTS:
+        c.problem(f"--max-points must be in 1..{LIMIT_POINTS}, got {args.max_points}")
+    timeout = _duration(c, args.timeout, "--timeout", timedelta(seconds=120))
+    if problem or since is None or since >= until:
+        return None
+    return PrometheusSource(
+        url=args.prometheus, metrics=METRIC_SETS[args.metrics], since=aligned(since, step),
+        until=until, step=step, node_label=args.node_label, selector=args.selector,
+        timeout=timeout.total_seconds(), max_points=args.max_points,
+    )
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str],
+        clock: Clock = system_clock) -> int:
+    """The subcommand: 0 when the report was written."""
+    from evaluator.backtest.pipeline import run_backtest
+
+    config = load_config(args.config, environ)
+    run_backtest(options_from(args, config, clock().astimezone(UTC)), clock=clock)
+    return 0

@@ -1,0 +1,156 @@
+"""The evaluator's command line: the one module that declares arguments (argparse).
+
+``COMMANDS`` names every subcommand with its help line and its arguments; ``evaluator.main``
+maps the same names to what runs them (a test keeps the two tables equal). Validation of the
+parsed arguments into options lives with each command (``simulate/options.py``,
+``demo.py``, ``backtest/command.py``) and lists every problem at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final
+
+from evaluator.backtest.events import PRESETS
+from evaluator.backtest.metricsets import DEFAULT_MAX_POINTS, LIMIT_POINTS, METRIC_SETS
+from evaluator.config.file import DEFAULT_STORAGE
+from evaluator.simulate.profiles import PROFILES
+
+RUN_HELP: Final = ("scrape, store change-only samples, predict, serve /metrics and the API "
+                   "(default)")
+SIMULATE_HELP: Final = "write source='simulated' samples for demo profiles, or --purge them"
+TOKENS_HASH_HELP: Final = "print the sha256 of an API token read from stdin (tokens file)"
+BACKTEST_HELP: Final = ("replay history (Prometheus or an events CSV) through the rules into a "
+                        "separate DuckDB file and report precision/recall per rule version")
+DEMO_HELP: Final = ("run the exporter (fake tools when no nvidia-smi) and the evaluator on a "
+                    "demo store with simulated history; print where to look")
+
+
+def _no_arguments(_parser: argparse.ArgumentParser) -> None:
+    return None
+
+
+def simulate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--purge", action="store_true",
+                        help="delete every simulated sample and prediction, then exit")
+    parser.add_argument("--profiles", default=",".join(PROFILES),
+                        help=f"comma-separated profiles (default: all of {', '.join(PROFILES)})")
+    parser.add_argument("--cards", type=int, default=4, help="GPUs per simulated node (4)")
+    parser.add_argument("--days", type=float, default=14.0, help="days of history (14)")
+    parser.add_argument("--step", default="60s", help="reading interval, e.g. 60s (60s)")
+    parser.add_argument("--node-prefix", default="sim-",
+                        help="node id prefix; nodes are <prefix><profile> (sim-)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    parser.add_argument("--end", default=None,
+                        help="end of the history, ISO 8601 with a zone (default: now)")
+    parser.add_argument("--storage", type=Path, default=None,
+                        help="DuckDB file (default: storage.path of --config)")
+
+
+def demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--duration", type=float, default=None,
+                        help="stop after this many seconds (default: run until Ctrl-C)")
+    parser.add_argument("--storage", type=Path, default=DEFAULT_STORAGE,
+                        help=f"DuckDB file (default: {DEFAULT_STORAGE})")
+    parser.add_argument("--port", type=int, default=9836,
+                        help="evaluator port on 127.0.0.1 (9836; 0 picks a free one)")
+    parser.add_argument("--exporter-port", type=int, default=9835,
+                        help="exporter port on 127.0.0.1 (9835; 0 picks a free one)")
+
+
+def backtest_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL to import from")
+    src.add_argument("--events", type=Path, metavar="CSV", help="CSV file of error events")
+    p.add_argument("--db", type=Path, help="backtest DuckDB file (default: "
+                   "./data/backtest-<UTC time>.duckdb); never the live database")
+    _prometheus_arguments(p)
+    _events_arguments(p)
+    _rules_arguments(p)
+
+
+def _prometheus_arguments(p: argparse.ArgumentParser) -> None:
+    prom = p.add_argument_group("Prometheus input")
+    prom.add_argument("--metrics", choices=sorted(METRIC_SETS), default="ours",
+                      help="metric names to read: ours, dcgm (dcgm-exporter) or nvidia_smi "
+                           "(nvidia_gpu_exporter) (default: ours)")
+    prom.add_argument("--since", help="start, ISO 8601 with a zone or Unix seconds")
+    prom.add_argument("--until", help="end (default: now)")
+    prom.add_argument("--step", help="reading interval (default: scrape.interval of --config)")
+    prom.add_argument("--node-label", help="label holding the node id (default: node / "
+                      "Hostname, else the host of instance)")
+    prom.add_argument("--selector", default="", help='extra label matchers, e.g. job="dcgm"')
+    prom.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
+                      help=f"steps per series per request (default {DEFAULT_MAX_POINTS}; "
+                           f"Prometheus refuses more than {LIMIT_POINTS})")
+    prom.add_argument("--timeout", default="120s", help="per request (default 120s)")
+
+
+def _events_arguments(p: argparse.ArgumentParser) -> None:
+    ev = p.add_argument_group("events input")
+    ev.add_argument("--preset", choices=sorted(PRESETS), help="column mapping of a known "
+                    "dataset (calchas: the public HBM error dataset)")
+    ev.add_argument("--node-columns", help="comma-separated columns naming the node")
+    ev.add_argument("--gpu-column", help="column naming the device within the node")
+    ev.add_argument("--time-column", help="column with the event time")
+    ev.add_argument("--type-column", help="column with the event type")
+    ev.add_argument("--correctable", help="comma-separated types counted as correctable")
+    ev.add_argument("--uncorrectable", help="comma-separated types counted as uncorrectable")
+    ev.add_argument("--ignore-types", default="", help="comma-separated types to ignore")
+    ev.add_argument("--lead-in", help="observed time before a card's first event (default: "
+                    "one --step, so the first event is an increase from 0)")
+    ev.add_argument("--observe-after", help="observed time after a card's last event "
+                    "(default: the longest hit window of the rule sets)")
+
+
+def _rules_arguments(p: argparse.ArgumentParser) -> None:
+    rules = p.add_argument_group("rules and report")
+    rules.add_argument("--rules", type=Path, nargs="+", metavar="FILE",
+                       help="rule files (default: rules.active in rules.dir of --config)")
+    rules.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
+                       help="replay every value of a frozen parameter (repeatable: cartesian "
+                            "product), e.g. window_days=7,30")
+    rules.add_argument("--output", type=Path, help="write the report as JSON")
+    rules.add_argument("--plot", type=Path, help="write a PNG of precision and recall per "
+                       "version (needs matplotlib)")
+    rules.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress bars on stderr (default: on a terminal)")
+    rules.add_argument("--every-tick", action="store_true",
+                       help="evaluate every tick instead of skipping the ones that provably "
+                            "change nothing (slower, same result)")
+
+
+COMMANDS: Final[dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]]] = {
+    "run": (RUN_HELP, _no_arguments),
+    "simulate": (SIMULATE_HELP, simulate_arguments),
+    "tokens-hash": (TOKENS_HASH_HELP, _no_arguments),
+    "backtest": (BACKTEST_HELP, backtest_arguments),
+    "demo": (DEMO_HELP, demo_arguments),
+}
+
+
+def parse_args(argv: Sequence[str], default: str = "run") -> argparse.Namespace:
+    """Parse argv into a namespace whose ``command`` names an entry of ``commands``.
+
+    Without a subcommand (``gpu-health-evaluator --config x.yml``) ``default`` is used.
+    """
+    args = list(argv)
+    parser = argparse.ArgumentParser(
+        prog="gpu-health-evaluator",
+        description="Scrape gpu-health exporters, store change-only samples, predict, alert.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (text, add_arguments) in COMMANDS.items():
+        child = sub.add_parser(name, help=text, description=text)
+        child.add_argument("--config", type=Path, default=None,
+                           help="YAML config file (default: built-in defaults)")
+        child.add_argument("--log-level", default="INFO",
+                           choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+        add_arguments(child)
+    if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help")):
+        args.insert(0, default)
+    return parser.parse_args(args)
+
+

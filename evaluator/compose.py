@@ -1,0 +1,186 @@
+"""The composition root: the one place that builds an evaluator process and owns its database.
+
+``build_service`` is what ``gpu-health-evaluator run`` (and the demo) start. Order matters:
+the store is opened and the active rule set registered *before* anything listens, so a rule
+file whose version already has predictions with other parameters refuses start-up with a clear
+message instead of serving half a process. Everything else is plain construction; the host
+(:class:`evaluator.app.EvaluatorApp`) only runs what is handed to it.
+
+The path of one reading: discovery -> scrape -> exposition -> write rule + dedup -> store ->
+worker (backfill, then predict with the rules) -> stats, API, /metrics snapshot, alerts.
+
+Loops (each with the host's one catch-all per tick): discovery (every 5 s, once at start-up),
+ingest (every scrape interval; /healthz fails when it is stuck), worker (every rule scan
+interval), prediction_state (the /metrics snapshot, every min(60 s, scan interval)) and alerts
+(every min(5 s, alerting.resend_interval)).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from evaluator.alerts.loop import AlertLoop
+from evaluator.app import EvaluatorApp
+from evaluator.config.file import Config
+from evaluator.config.rules import load_ruleset
+from evaluator.http.api import ApiContext, add_api_routes
+from evaluator.http.api.auth import TokenSet, load_tokens
+from evaluator.http.ops import add_targets_route
+from evaluator.ingest.cycle import Ingestor
+from evaluator.ingest.dedup import DedupCache
+from evaluator.ingest.discovery import TICK_SECONDS, Discovery
+from evaluator.ingest.pipeline import IngestPipeline
+from evaluator.ingest.retention import Retention
+from evaluator.ingest.scrape import Scraper
+from evaluator.rules.ruleset import RuleSet
+from evaluator.selfmetrics import SelfMetrics
+from evaluator.stats.snapshot import DEFAULT_REFRESH_SECONDS, PredictionState
+from evaluator.store.backtest import refuse_backtest_file
+from evaluator.store.db import Database
+from evaluator.worker import Worker, WorkerMetrics
+from gpu_health.clock import Clock, system_clock
+from gpu_health.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Service:
+    """The parts of a running evaluator that callers (CLI, demo, tests) may reach."""
+
+    app: EvaluatorApp
+    db: Database
+    ruleset: RuleSet
+    worker: Worker
+    tokens: TokenSet | None
+    pipeline: IngestPipeline
+    discovery: Discovery
+    retention: Retention
+    prediction_state: PredictionState
+    alerts: AlertLoop | None  # None when alerting.enabled is false
+
+    @property
+    def web_app(self) -> web.Application:
+        return self.app.web_app
+
+
+def load_active_ruleset(config: Config, environ: Mapping[str, str]) -> RuleSet:
+    """The rule set named by ``rules.active`` in ``rules.dir`` (env overrides applied)."""
+    path = config.rules.dir / f"{config.rules.active}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"rules: no rule file {path} (rules.dir={config.rules.dir}, "
+                          f"rules.active={config.rules.active})")
+    return load_ruleset(path, env=environ)
+
+
+def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = system_clock,
+                  start_loops: bool = True, worker_interval: float | None = None) -> Service:
+    """Open the store, register the rule set, and assemble ingest + worker + API + alerts.
+
+    ``worker_interval`` overrides the rule set's scan interval for the worker loop (the demo
+    predicts every minute so that its live card is judged while someone watches)."""
+    ruleset = load_active_ruleset(config, environ)
+    tokens = None if config.api_tokens_file is None else load_tokens(config.api_tokens_file)
+    db = Database(config.storage_path)
+    app = EvaluatorApp(start_loops=start_loops)
+    try:
+        refuse_backtest_file(db, config.storage_path)
+        worker = Worker(db, ruleset, clock, metrics=WorkerMetrics(app.registry))
+        worker.register()  # RuleError: refuse to start, before anything listens
+    except BaseException:
+        db.close()
+        raise
+    app.metrics.watch_statements(lambda: db.statements)
+    app.add_ready_check("store", lambda: None if app.started else "database not open yet")
+    pipeline, discovery, retention = _ingest(config, app, db, clock)
+    scan = ruleset.params.scan_interval.total_seconds()
+    app.add_loop("worker", worker_interval or scan, lambda: db.run(worker.tick))
+    add_api_routes(app.web_app, ApiContext(
+        db=lambda: db if app.started else None, clock=clock,
+        current_rule_version=ruleset.version, tokens=tokens, listen_host=config.listen_host,
+        registry=app.registry, retention_days=config.retention_days, ruleset=ruleset))
+    state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
+                            registry=app.registry)
+    app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
+    alerts = _alert_loop(config, app, db, clock, discovery)
+    app.on_stop(lambda: asyncio.to_thread(db.close))  # registered first: runs last
+    if alerts is not None:
+        app.on_stop(alerts.close)
+    log.info("rule set %s (%s) active; predictions every %s", ruleset.version, ruleset.origin,
+             timedelta(seconds=worker_interval or scan))
+    return Service(app, db, ruleset, worker, tokens, pipeline, discovery, retention, state,
+                   alerts)
+
+
+def _ingest(config: Config, app: EvaluatorApp, db: Database,
+            clock: Clock) -> tuple[IngestPipeline, Discovery, Retention]:
+    """Discovery -> scrape -> write rule + dedup -> store, and retention behind it."""
+    metrics: SelfMetrics = app.metrics
+    discovery = Discovery(config, metrics=metrics)
+    retention = Retention(db, days=config.retention_days, clock=clock, metrics=metrics)
+    scrape = config.scrape
+    scraper = Scraper(timeout=scrape.timeout, max_concurrency=scrape.max_concurrency,
+                      max_response_bytes=scrape.max_response_bytes, clock=clock)
+    cache = DedupCache(config.dedup.max_entries, timedelta(seconds=config.dedup.idle_seconds))
+    ingestor = Ingestor(db, cache, keepalive=timedelta(seconds=config.keepalive_seconds),
+                        source=config.ingest_source, metrics=metrics,
+                        on_written=retention.note_written)
+    pipeline = IngestPipeline(targets=lambda: discovery.targets, scraper=scraper,
+                              ingestor=ingestor, clock=clock, metrics=metrics)
+
+    async def open_clients() -> None:
+        await scraper.__aenter__()
+        await discovery.start()
+
+    async def close_clients() -> None:
+        await retention.close()
+        await scraper.close()
+        await discovery.close()
+
+    async def discover() -> None:
+        await discovery.refresh(clock())
+
+    app.on_start(open_clients)
+    app.on_stop(close_clients)
+    app.add_ready_check("discovery", lambda: None if discovery.ready else (
+        "target discovery has not produced a target list from every source yet"))
+    app.add_loop("discovery", TICK_SECONDS, discover, at_start=True)
+    app.add_loop("ingest", scrape.interval, pipeline.run_cycle,
+                 stuck_after=max(3 * scrape.interval + scrape.timeout, 300.0))
+    add_targets_route(app.web_app, lambda: (discovery.targets, pipeline.last_results,
+                                            discovery.conflicts, discovery.last_errors))
+    app.on_start(lambda: _log_ready(config, discovery), after_ticks=True)
+    return pipeline, discovery, retention
+
+
+async def _log_ready(config: Config, discovery: Discovery) -> None:
+    log.info("evaluator ready: storage %s, %d target(s), listening on %s",
+             config.storage_path, len(discovery.targets), config.listen_address)
+
+
+def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
+                discovery: Discovery) -> AlertLoop | None:
+    if not config.alerting.enabled:
+        log.warning("alerting.enabled is false: no GPU_FAULT_PREDICTED alert is opened or "
+                    "pushed (remove the key or set it to true to alert)")
+        return None
+    if urlsplit(config.external_url).hostname in ("0.0.0.0", "::", ""):
+        log.warning("alert links will point at %s, which nobody can open: set web.external_url "
+                    "to the address operators use", config.external_url)
+
+    def present_nodes() -> Collection[str] | None:
+        if not discovery.ready:
+            return None
+        return {t.node_id for t in discovery.targets}
+
+    loop = AlertLoop(db, config.alerting, external_url=config.external_url, clock=clock,
+                     registry=app.registry, present_nodes=present_nodes)
+    app.add_loop("alerts", loop.interval, loop.tick)
+    return loop

@@ -1,0 +1,293 @@
+"""Evaluator settings: the YAML config file and the environment (argv: ``settings_cli``).
+
+With ``settings_cli`` this is the only module that reads the environment or argv.
+
+``load_config`` validates the whole file and raises one :class:`ConfigError` listing every
+problem. Relative paths written in the file resolve against the file's folder (as Prometheus
+does for ``file_sd`` files); built-in defaults resolve against the working directory so the
+README demo runs without a file. See docs/evaluator-ingest.md for the reference.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from evaluator.config.alerting import AlertingConfig, parse_alerting, parse_external_url
+from evaluator.config.rules import DEFAULT_VERSION, RULES_DIR
+from evaluator.config.targets import TargetGroup, parse_groups
+from evaluator.config.values import Checker
+from gpu_health.contract import SOURCE_REAL
+from gpu_health.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STORAGE: Final = Path("data/gpu-health.duckdb")
+DEFAULT_LISTEN: Final = "127.0.0.1:9836"
+DEFAULT_TARGET: Final = "127.0.0.1:9835"
+DEFAULT_RETENTION_DAYS: Final = 180
+MAX_RETENTION_DAYS: Final = 36_500
+RETENTION_ENV: Final = "GPU_HEALTH_RETENTION_DAYS"
+_VERSION_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_TOP_KEYS: Final = (
+    "scrape", "static_configs", "file_sd_configs", "http_sd_configs", "storage", "web", "dedup",
+    "keepalive_seconds", "alerting", "rules", "api",
+)
+
+
+# The rule sets shipped with the project (a source checkout or an editable install). A packaged
+# deployment (the Docker image) copies rules/ elsewhere and sets rules.dir in its config file.
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeConfig:
+    interval: float = 60.0
+    timeout: float = 10.0
+    max_concurrency: int = 64
+    max_response_bytes: int = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FileSDConfig:
+    files: tuple[str, ...]
+    refresh_interval: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSDConfig:
+    url: str
+    refresh_interval: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class DedupConfig:
+    max_entries: int = 4096
+    idle_seconds: float = 1800.0
+
+
+@dataclass(frozen=True, slots=True)
+class RulesConfig:
+    dir: Path = RULES_DIR
+    active: str = DEFAULT_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything the evaluator reads at start-up (frozen; a new file means a restart)."""
+
+    scrape: ScrapeConfig = field(default_factory=ScrapeConfig)
+    static_configs: tuple[TargetGroup, ...] = ()
+    file_sd_configs: tuple[FileSDConfig, ...] = ()
+    http_sd_configs: tuple[HttpSDConfig, ...] = ()
+    storage_path: Path = DEFAULT_STORAGE
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9836
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    keepalive_seconds: float = 300.0
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
+    web_external_url: str | None = None  # None: http://<listen address>
+    rules: RulesConfig = field(default_factory=RulesConfig)
+    api_tokens_file: Path | None = None
+    retention_days: int = DEFAULT_RETENTION_DAYS
+    source: Path | None = None  # the file this came from (None: built-in defaults)
+    # Source label of scraped rows. Not a config-file key: only the demo sets 'simulated', when
+    # it scrapes an exporter driven by the fake vendor tools (fake readings are not real data).
+    ingest_source: str = SOURCE_REAL
+
+    @property
+    def listen_address(self) -> str:
+        host = f"[{self.listen_host}]" if ":" in self.listen_host else self.listen_host
+        return f"{host}:{self.listen_port}"
+
+    @property
+    def alertmanagers(self) -> tuple[str, ...]:
+        return self.alerting.alertmanagers
+
+    @property
+    def external_url(self) -> str:
+        """Base URL of this evaluator as others reach it (alert links point here)."""
+        return self.web_external_url or f"http://{self.listen_address}"
+
+
+def default_config(retention_days: int = DEFAULT_RETENTION_DAYS) -> Config:
+    """No --config: one static target on this host, storage under ./data."""
+    return Config(
+        static_configs=(TargetGroup((DEFAULT_TARGET,)),), retention_days=retention_days
+    )
+
+
+def retention_days_from_env(environ: Mapping[str, str]) -> int:
+    """GPU_HEALTH_RETENTION_DAYS, or 180 with a warning when it is not a positive integer.
+
+    A typo must never turn into "delete everything": zero, negative, fractional or non-numeric
+    values fall back to the default; absurdly large ones are capped (datetime cannot go back
+    further than year 1, and a century keeps everything anyway).
+    """
+    raw = environ.get(RETENTION_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_RETENTION_DAYS
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit()) or int(text) <= 0:
+        log.warning(
+            "%s=%r is not a positive whole number of days; using the default %d",
+            RETENTION_ENV, raw, DEFAULT_RETENTION_DAYS,
+        )
+        return DEFAULT_RETENTION_DAYS
+    if int(text) > MAX_RETENTION_DAYS:
+        log.warning("%s=%s is above %d; using %d", RETENTION_ENV, text, MAX_RETENTION_DAYS,
+                    MAX_RETENTION_DAYS)
+        return MAX_RETENTION_DAYS
+    return int(text)
+
+
+def load_config(path: Path | None, environ: Mapping[str, str]) -> Config:
+    """Read and validate ``path`` (None: built-in defaults); ConfigError lists every problem.
+    ``environ`` is the environment ``evaluator.main`` read once."""
+    retention = retention_days_from_env(environ)
+    if path is None:
+        return default_config(retention)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_config(raw, base=Path(path).resolve().parent, source=Path(path),
+                        retention_days=retention)
+
+
+def parse_config(
+    raw: object, *, base: Path, source: Path | None = None,
+    retention_days: int = DEFAULT_RETENTION_DAYS,
+) -> Config:
+    """Validate an already-loaded YAML document (None or {} gives the defaults)."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("the config file must be a YAML mapping of the top-level keys "
+                          + ", ".join(_TOP_KEYS))
+    c = Checker()
+    c.unknown_keys(raw, _TOP_KEYS, "")
+    scrape = _scrape(c, raw.get("scrape"))
+    static, problems = parse_groups(raw.get("static_configs"), "static_configs")
+    for problem in problems:
+        c.problem(problem)
+    web_raw = c.section(raw, "web", ("listen_address", "external_url"))
+    host, port = _listen(c, web_raw)
+    dedup_raw = c.section(raw, "dedup", ("max_entries", "idle_seconds"))
+    storage_raw = c.section(raw, "storage", ("path",))
+    rules, tokens = _consumers(c, raw, base)
+    config = Config(
+        scrape=scrape,
+        static_configs=tuple(static),
+        file_sd_configs=_file_sd(c, raw.get("file_sd_configs"), base),
+        http_sd_configs=_http_sd(c, raw.get("http_sd_configs")),
+        storage_path=_path(storage_raw, "path", base, DEFAULT_STORAGE, c, "storage.path"),
+        listen_host=host,
+        listen_port=port,
+        dedup=DedupConfig(
+            max_entries=c.integer(dedup_raw, "max_entries", "dedup.max_entries", 4096, 1,
+                                  10_000_000),
+            idle_seconds=c.duration(dedup_raw, "idle_seconds", "dedup.idle_seconds", 1800.0),
+        ),
+        keepalive_seconds=c.duration(raw, "keepalive_seconds", "keepalive_seconds", 300.0),
+        alerting=parse_alerting(c, raw),
+        web_external_url=parse_external_url(c, web_raw),
+        rules=rules,
+        api_tokens_file=tokens,
+        retention_days=retention_days,
+        source=source,
+    )
+    c.raise_if_any()
+    return config
+
+
+def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesConfig, Path | None]:
+    """Sections read by other parts (rules engine, API): basic types only here."""
+    rules_raw = c.section(raw, "rules", ("dir", "active"))
+    api_raw = c.section(raw, "api", ("tokens_file",))
+    active = c.string(rules_raw, "active", "rules.active", DEFAULT_VERSION)
+    if _VERSION_RE.fullmatch(active) is None:
+        c.problem(f"rules.active: {active!r} is not a rule version name")
+    tokens = c.optional_string(api_raw, "tokens_file", "api.tokens_file")
+    rules_dir = _path(rules_raw, "dir", base, RULES_DIR, c, "rules.dir")
+    return RulesConfig(rules_dir, active), None if tokens is None else base / tokens
+
+
+def _path(raw: Mapping[str, Any], key: str, base: Path, default: Path, c: Checker,
+          where: str) -> Path:
+    text = c.optional_string(raw, key, where)
+    return default if text is None else base / text
+
+
+def _scrape(c: Checker, value: object) -> ScrapeConfig:
+    raw = c.section({"scrape": value}, "scrape",
+                    ("interval", "timeout", "max_concurrency", "max_response_bytes"))
+    interval = c.duration(raw, "interval", "scrape.interval", 60.0)
+    timeout = c.duration(raw, "timeout", "scrape.timeout", min(10.0, interval))
+    if timeout > interval:
+        c.problem(f"scrape.timeout ({timeout:g}s) must not exceed scrape.interval "
+                  f"({interval:g}s)")
+    return ScrapeConfig(
+        interval=interval,
+        timeout=timeout,
+        max_concurrency=c.integer(raw, "max_concurrency", "scrape.max_concurrency", 64, 1,
+                                  10_000),
+        max_response_bytes=c.size(raw, "max_response_bytes", "scrape.max_response_bytes",
+                                  10 * 1024 * 1024),
+    )
+
+
+def _file_sd(c: Checker, value: object, base: Path) -> tuple[FileSDConfig, ...]:
+    result: list[FileSDConfig] = []
+    for i, item in enumerate(c.list_of_mappings(value, "file_sd_configs")):
+        where = f"file_sd_configs[{i}]"
+        c.unknown_keys(item, ("files", "refresh_interval"), where)
+        files = c.string_list(item, "files", f"{where}.files", required=True)
+        for pattern in files:
+            if not pattern.endswith((".json", ".yml", ".yaml")):
+                c.problem(f"{where}.files: {pattern!r} must end in .json, .yml or .yaml")
+            if any(ch in str(Path(pattern).parent) for ch in "*?["):
+                c.problem(f"{where}.files: {pattern!r}: a glob may only be in the file name")
+        result.append(FileSDConfig(
+            files=tuple(str(base / f) for f in files),
+            refresh_interval=c.duration(item, "refresh_interval", f"{where}.refresh_interval",
+                                        300.0),
+        ))
+    return tuple(result)
+
+
+def _http_sd(c: Checker, value: object) -> tuple[HttpSDConfig, ...]:
+    result: list[HttpSDConfig] = []
+    for i, item in enumerate(c.list_of_mappings(value, "http_sd_configs")):
+        where = f"http_sd_configs[{i}]"
+        c.unknown_keys(item, ("url", "refresh_interval"), where)
+        result.append(HttpSDConfig(
+            url=c.url(item, "url", f"{where}.url"),
+            refresh_interval=c.duration(item, "refresh_interval", f"{where}.refresh_interval",
+                                        60.0),
+        ))
+    return tuple(result)
+
+
+def _listen(c: Checker, raw: Mapping[str, Any]) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port`` or ``:port`` (all interfaces); port 0 picks a free one."""
+    text = c.string(raw, "listen_address", "web.listen_address", DEFAULT_LISTEN)
+    host, sep, port = text.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else (host or "0.0.0.0")
+    if (
+        not sep or not host or not (port.isascii() and port.isdigit()) or int(port) > 65535
+        or (":" in host and not bracketed)
+    ):
+        c.problem(f"web.listen_address {text!r} must be 'host:port' (port 0-65535)")
+        return "127.0.0.1", 9836
+    return host, int(port)

@@ -1,0 +1,36 @@
+"""The rule files: where they live, and reading one into a :class:`RuleSet`.
+
+``rules.dir`` (default: the ``rules/`` folder shipped with the program) holds one
+``<version>.yaml`` per rule set; ``rules.active`` names the one the worker runs. The parsing and
+the override semantics are pure and live in :mod:`evaluator.rules.ruleset`; this module only
+reads the file and checks that its name matches its ``version:`` (DESIGN.md), so the file an
+operator looks at is the file that runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from evaluator.rules.ruleset import RuleSet, parse_ruleset
+from gpu_health.errors import ConfigError
+
+RULES_DIR: Final = Path(__file__).resolve().parents[2] / "rules"
+DEFAULT_VERSION: Final = "v2-ecc-xid"  # the default ``rules.active``
+DEFAULT_RULE_FILE: Final = RULES_DIR / f"{DEFAULT_VERSION}.yaml"
+
+
+def load_ruleset(path: str | Path = DEFAULT_RULE_FILE, *, env: Mapping[str, str]) -> RuleSet:
+    """Read ``rules/<version>.yaml`` and apply overrides from ``env`` (the environment
+    ``evaluator.main`` read once)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"rule file {file}: cannot read: {exc}") from exc
+    ruleset = parse_ruleset(text, env=env, origin=str(file))
+    if file.suffix not in (".yaml", ".yml") or file.stem != ruleset.base_version:
+        raise ConfigError(f"rule file {file}: must be named {ruleset.base_version}.yaml after "
+                          f"its version ({ruleset.base_version!r})")
+    return ruleset

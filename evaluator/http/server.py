@@ -1,0 +1,64 @@
+"""Serving the evaluator's web application: bind first, then start, then wait for a signal.
+
+The listening socket is bound (:func:`bind`) *before* the process is built, so a taken port
+fails it at once with one clear line (``ListenError``, exit 1) instead of opening the store,
+starting the loops, ticking the worker and then dying in a traceback. Connections are served by
+:class:`~evaluator.http.errors.JsonErrorRunner` (unparseable requests get JSON errors too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from aiohttp import web
+
+from evaluator.http.errors import JsonErrorRunner
+from gpu_health.errors import ListenError
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (empty host: every interface, IPv6 and IPv4)."""
+    try:
+        if not host:
+            if socket.has_dualstack_ipv6():
+                return socket.create_server(("::", port), family=socket.AF_INET6,
+                                            dualstack_ipv6=True)
+            return socket.create_server(("", port))
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        return socket.create_server(address[:2], family=family)
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {host or '*'}:{port}: "
+                          f"{exc.strerror or exc}") from exc
+
+
+@asynccontextmanager
+async def listening(app: web.Application, sock: socket.socket) -> AsyncIterator[int]:
+    """Serve ``app`` on the bound ``sock`` while the block runs (then close it); yields the
+    port."""
+    runner = JsonErrorRunner(app, access_log=None, handle_signals=False)
+    try:
+        await runner.setup()
+        site = web.SockSite(runner, sock)
+        await site.start()
+        yield int(sock.getsockname()[1])
+    finally:
+        await runner.cleanup()
+        sock.close()
+
+
+async def _until_signal(app: web.Application, sock: socket.socket) -> None:
+    async with listening(app, sock):
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+
+
+def serve(app: web.Application, sock: socket.socket) -> None:
+    """Run ``app`` on ``sock`` until SIGINT or SIGTERM, then shut it down cleanly."""
+    asyncio.run(_until_signal(app, sock))

@@ -1,0 +1,206 @@
+"""From exporter samples to per-card readings: pure, no I/O, no clock.
+
+Applies the contract in ``gpu_health.contract`` and the decisions of the ingest issues:
+
+- a card is the series' ``gpu`` label (the physical index the vendor tool reports, never the row
+  position); series without a usable ``gpu`` label are ignored and counted by reason;
+- ``uuid=""`` means no UUID; series of one card that name two different UUIDs, or two different
+  vendors (an NVIDIA and an Ascend card both reporting index 0 on one node), are two physical
+  cards in one slot, so the whole card is dropped for this scrape (mixing their counters would
+  invent a trend);
+- a counter value that is NaN, +/-Inf, negative, non-integer or above 2**63-1 (the BIGINT column)
+  is unknown (None), counted by reason; two series for the same card and metric make that
+  metric unknown (which of them is true cannot be decided), counted as ``duplicate``;
+- ``gpu_health_xid_errors_total{xid}`` gives the card's XID counts (same value rules; a series
+  without a whole-number ``xid`` label is ignored). It is not one of the five counters and never
+  fills one;
+- other ``gpu_health_*`` series (not the exporter's ``gpu_health_exporter_*`` self-metrics) are
+  contract series this evaluator does not know, e.g. from a newer exporter: they are ignored and
+  counted as ``unknown_metric``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from evaluator.ingest.exposition import RawSample, parse_samples
+from evaluator.model import Counters
+from gpu_health.contract import (
+    COUNTER_KEYS,
+    INFO_METRIC,
+    METRIC_NAMES,
+    METRIC_PREFIX,
+    XID_METRIC,
+    CounterKey,
+)
+
+MAX_COUNTER = 2**63 - 1
+MAX_GPU_INDEX = 2**31 - 1  # the store's gpu_index column is INTEGER
+MAX_XID = 2**31 - 1  # the store's xid column is INTEGER
+XID_LABEL = "xid"
+SELF_METRIC_PREFIX = METRIC_PREFIX + "exporter_"
+
+_KEY_BY_NAME: dict[str, CounterKey] = {name: key for key, name in METRIC_NAMES.items()}
+WANTED_METRICS: frozenset[str] = frozenset((*METRIC_NAMES.values(), INFO_METRIC, XID_METRIC))
+
+
+@dataclass(frozen=True, slots=True)
+class CardReading:
+    """One card as one scrape saw it; unknown counters are None. ``xids`` holds the known XID
+    counts as (xid code, count) sorted by code; an XID whose value is unknown is left out."""
+
+    gpu_index: int
+    gpu_uuid: str | None
+    counters: Counters
+    xids: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CardExtraction:
+    """Cards of one exposition plus why some series or values were not used."""
+
+    cards: tuple[CardReading, ...] = ()
+    ignored_series: dict[str, int] = field(default_factory=dict)
+    unknown_values: dict[str, int] = field(default_factory=dict)
+
+
+def counter_value(text: str) -> tuple[int | None, str | None]:
+    """A counter value as written on the wire -> (value, None) or (None, reason it is unknown).
+
+    Plain digit strings are converted exactly with ``int`` (a float would round values above
+    2**53); everything else goes through ``float`` first.
+    """
+    if text.isascii() and text.isdigit():
+        number = int(text)
+        return (number, None) if number <= MAX_COUNTER else (None, "too_large")
+    value = float(text)
+    if math.isnan(value):
+        return None, "nan"
+    if math.isinf(value):
+        return None, "inf"
+    if value < 0:
+        return None, "negative"
+    if not value.is_integer():
+        return None, "non_integer"
+    if value > MAX_COUNTER:
+        return None, "too_large"
+    return int(value), None
+
+
+def _whole(text: str, limit: int) -> int | None:
+    if not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if number <= limit else None
+
+
+class _CardBuilder:
+    __slots__ = ("duplicates", "seen", "series", "uuids", "values", "vendors", "xid_duplicates",
+                 "xids")
+
+    def __init__(self) -> None:
+        self.values: dict[CounterKey, int | None] = {}
+        self.seen: set[CounterKey] = set()
+        self.duplicates: set[CounterKey] = set()
+        self.uuids: set[str] = set()
+        self.vendors: set[str] = set()
+        self.xids: dict[int, int | None] = {}
+        self.xid_duplicates: set[int] = set()
+        self.series = 0
+
+    def add_counter(self, key: CounterKey, text: str, unknown: Counter[str]) -> None:
+        if key in self.seen:
+            self.duplicates.add(key)
+            unknown["duplicate"] += 1
+            return
+        self.seen.add(key)
+        value, reason = counter_value(text)
+        if reason is not None:
+            unknown[reason] += 1
+        self.values[key] = value
+
+    def add_xid(self, xid: int, text: str, unknown: Counter[str]) -> None:
+        if xid in self.xids or xid in self.xid_duplicates:
+            self.xid_duplicates.add(xid)
+            self.xids.pop(xid, None)
+            unknown["duplicate"] += 1
+            return
+        value, reason = counter_value(text)
+        if reason is not None:
+            unknown[reason] += 1
+        self.xids[xid] = value
+
+
+def _card(sample: RawSample, builders: dict[int, _CardBuilder],
+          ignored: Counter[str]) -> _CardBuilder | None:
+    """The builder of the sample's card (created on first sight); None when the label is bad."""
+    gpu = sample.labels.get("gpu")
+    if gpu is None:
+        ignored["no_gpu_label"] += 1
+        return None
+    index = _whole(gpu, MAX_GPU_INDEX)
+    if index is None:
+        ignored["bad_gpu_label"] += 1
+        return None
+    card = builders.get(index)
+    if card is None:
+        card = builders[index] = _CardBuilder()
+    card.series += 1
+    labels = sample.labels
+    if uuid := labels.get("uuid"):
+        card.uuids.add(uuid)
+    if vendor := labels.get("vendor"):
+        card.vendors.add(vendor)
+    return card
+
+
+def extract_cards(samples: Iterable[RawSample],
+                  unused: Mapping[str, int] | None = None) -> CardExtraction:
+    """Group contract series by ``gpu`` label into :class:`CardReading` (sorted by index).
+    ``unused`` counts the sample names the parser skipped (see :func:`parse_cards`)."""
+    builders: dict[int, _CardBuilder] = {}
+    ignored: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
+    for sample in samples:
+        key = _KEY_BY_NAME.get(sample.name)
+        is_xid = sample.name == XID_METRIC
+        if key is None and not is_xid and sample.name != INFO_METRIC:
+            continue
+        xid = _whole(sample.labels.get(XID_LABEL, ""), MAX_XID) if is_xid else None
+        if is_xid and xid is None:
+            ignored["no_xid_label" if XID_LABEL not in sample.labels else "bad_xid_label"] += 1
+            continue
+        card = _card(sample, builders, ignored)
+        if card is None:
+            continue
+        if key is not None:
+            card.add_counter(key, sample.value, unknown)
+        elif xid is not None:
+            card.add_xid(xid, sample.value, unknown)
+    for name, n in (unused or {}).items():
+        if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX):
+            ignored["unknown_metric"] += n
+    cards = [_finish(index, builders[index], ignored) for index in sorted(builders)]
+    return CardExtraction(tuple(c for c in cards if c is not None), dict(ignored), dict(unknown))
+
+
+def _finish(index: int, card: _CardBuilder, ignored: Counter[str]) -> CardReading | None:
+    if len(card.uuids) > 1:
+        ignored["conflicting_uuid"] += card.series
+        return None
+    if len(card.vendors) > 1:
+        ignored["conflicting_vendor"] += card.series
+        return None
+    values = (None if k in card.duplicates else card.values.get(k) for k in COUNTER_KEYS)
+    card_uuid = next(iter(card.uuids)) if card.uuids else None
+    xids = tuple((x, v) for x, v in sorted(card.xids.items()) if v is not None)
+    return CardReading(index, card_uuid, Counters(*values), xids)
+
+
+def parse_cards(text: str) -> CardExtraction:
+    """Validate a whole exposition and extract its cards (raises ParseError on bad text)."""
+    unused: Counter[str] = Counter()
+    return extract_cards(parse_samples(text, WANTED_METRICS, unused), unused)

@@ -1,0 +1,189 @@
+"""One ingest cycle: scraped cards -> write rule with the dedup cache -> one batched write.
+
+Per cycle the store sees at most:
+- one SELECT, for every card the cache missed (``latest_rows`` with all their keys, reading
+  only rows young enough to matter to the write rule);
+- one SELECT for every XID series (card, XID code) the XID cache missed (``latest_xid_rows``);
+- one write (one INSERT of all sample rows, one INSERT of all XID rows, plus the node upsert, in
+  one transaction when there is more than one statement: see ``store/cycles.py``).
+With unchanged counters and a warm cache that is zero statements.
+
+XID counts are written for every card that exports them, also when its five counters are all
+unknown (those cards get no ``gpu_health_samples`` row, as before): a known XID count is data.
+XID write decisions are counted in ``write_decisions_total`` with ``xid_*`` reasons.
+
+The cache is filled only with rows the store reported: the SELECT's result, and the rows of a
+batch after its INSERT returned. A failed SELECT or INSERT raises out of :meth:`Ingestor.ingest`
+(the loop's catch-all counts it); the cache then still holds the last confirmed rows, so the
+next cycle simply re-decides against them and nothing scraped twice is lost for good.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import partial
+
+from evaluator.ingest.dedup import DedupCache, XidDedupCache, rows_to_write
+from evaluator.ingest.scrape import ScrapeResult
+from evaluator.ingest.write_rule import Reason, decide, xid_decision
+from evaluator.model import CardKey, Sample, XidKey, XidSample
+from evaluator.selfmetrics import SelfMetrics
+from evaluator.store.cycles import write_cycle
+from evaluator.store.db import Database
+from evaluator.store.maintenance import NodeRecord
+from evaluator.store.samples import latest_rows
+from evaluator.store.xid_samples import latest_xid_rows
+from gpu_health.contract import SOURCE_REAL
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class CycleReport:
+    """What one cycle did (also what the benchmark prints)."""
+
+    targets: int = 0
+    targets_up: int = 0
+    cards: int = 0
+    hits: int = 0
+    misses: int = 0
+    selects: int = 0
+    rows_written: int = 0
+    nodes_written: int = 0
+    xid_series: int = 0
+    xid_hits: int = 0
+    xid_misses: int = 0
+    xid_rows_written: int = 0
+    decisions: Counter[str] = field(default_factory=Counter)
+
+
+class Ingestor:
+    """Applies the write rule to scrape results and writes the survivors in one batch."""
+
+    def __init__(self, db: Database, cache: DedupCache, *, keepalive: timedelta,
+                 metrics: SelfMetrics | None = None,
+                 on_written: Callable[[int], None] | None = None,
+                 xid_cache: XidDedupCache | None = None, source: str = SOURCE_REAL) -> None:
+        self.db = db
+        self.source = source  # 'real' except in the demo driven by fake vendor tools
+        self.cache = cache
+        self.xid_cache = XidDedupCache.sized_for(cache) if xid_cache is None else xid_cache
+        self.keepalive = keepalive
+        self.metrics = metrics
+        self.on_written = on_written  # called with the number of real rows after each commit
+        self._nodes: dict[str, NodeRecord] = {}  # as last written to gpu_health_nodes
+
+    async def ingest(self, results: Sequence[ScrapeResult]) -> CycleReport:
+        report = CycleReport(targets=len(results))
+        xids = await self._xids_to_write(_xid_readings(results, self.source), report)
+        to_write = await self._samples_to_write(self._readings(results, report), report)
+        nodes = self._nodes_due(results)
+        if to_write or nodes or xids:
+            await self.db.run(write_cycle, self.db, to_write, nodes, xids)
+            for row in to_write:
+                self.cache.confirm(row, row.sampled_at)
+            for xid_row in xids:
+                self.xid_cache.confirm(xid_row, xid_row.sampled_at)
+            self._nodes.update((n.node_id, n) for n in nodes)
+            report.rows_written = len(to_write)
+            report.nodes_written = len(nodes)
+            report.xid_rows_written = len(xids)
+            if self.on_written is not None and to_write:
+                self.on_written(len(to_write))
+        self._count(report)
+        return report
+
+    async def _samples_to_write(self, readings: dict[CardKey, Sample],
+                                report: CycleReport) -> list[Sample]:
+        """The sample rows the write rule keeps; at most one SELECT for all cache misses."""
+
+        async def lookup(missed: Sequence[Sample]) -> Mapping[CardKey, Sample]:
+            # Rows older than the keepalive cannot stop a write, so the lookup skips them.
+            since = min(s.sampled_at for s in missed) - self.keepalive
+            return await self.db.run(latest_rows, self.db, [s.key for s in missed], since)
+
+        chosen = await rows_to_write(list(readings.values()), self.cache, lookup,
+                                     partial(decide, keepalive=self.keepalive), report.decisions)
+        report.hits, report.misses = chosen.hits, chosen.misses
+        report.selects += chosen.selects
+        return chosen.rows
+
+    async def _xids_to_write(self, scraped: list[XidSample],
+                             report: CycleReport) -> list[XidSample]:
+        """The XID rows the write rule keeps; at most one SELECT for all cache misses."""
+
+        async def lookup(missed: Sequence[XidSample]) -> Mapping[XidKey, XidSample]:
+            return await self.db.run(latest_xid_rows, self.db, [r.key for r in missed])
+
+        report.xid_series = len(scraped)
+        chosen = await rows_to_write(scraped, self.xid_cache, lookup, xid_decision,
+                                     report.decisions)
+        report.xid_hits, report.xid_misses = chosen.hits, chosen.misses
+        report.selects += chosen.selects
+        return chosen.rows
+
+    def _readings(self, results: Sequence[ScrapeResult], report: CycleReport) -> dict[
+            CardKey, Sample]:
+        readings: dict[CardKey, Sample] = {}
+        for result in results:
+            if not result.ok:
+                continue
+            report.targets_up += 1
+            node = result.target.node_id
+            for card in result.extraction.cards:
+                report.cards += 1
+                if card.counters.all_unknown():
+                    # Dropped before any DB access, as the reference requires.
+                    report.decisions[Reason.ALL_UNKNOWN] += 1
+                    continue
+                key = CardKey(node, card.gpu_index, self.source)
+                readings[key] = Sample(key, card.gpu_uuid, result.scraped_at, card.counters)
+        return readings
+
+    def _nodes_due(self, results: Sequence[ScrapeResult]) -> list[NodeRecord]:
+        """Node records to (re)write: new, changed, or last_seen a keepalive period old."""
+        due: dict[str, NodeRecord] = {}
+        for result in results:
+            if not result.ok:
+                continue
+            t = result.target
+            known = self._nodes.get(t.node_id)
+            if (
+                known is None or known.tenant != t.tenant or known.target != t.url
+                or result.scraped_at - known.last_seen >= self.keepalive
+            ):
+                due[t.node_id] = NodeRecord(t.node_id, t.tenant, t.url, result.scraped_at)
+        return list(due.values())
+
+    def evict_idle(self, now: datetime) -> int:
+        return self.cache.evict_idle(now) + self.xid_cache.evict_idle(now)
+
+    def _count(self, report: CycleReport) -> None:
+        m = self.metrics
+        if m is None:
+            return
+        m.count(m.decisions, report.decisions)
+        if report.hits:
+            m.cache_hits.inc(report.hits)
+        if report.misses:
+            m.cache_misses.inc(report.misses)
+        if report.rows_written:
+            m.rows_written.labels(self.source).inc(report.rows_written)
+        m.cache_entries.set(len(self.cache))
+
+
+def _xid_readings(results: Sequence[ScrapeResult], source: str) -> list[XidSample]:
+    """Every known XID count of every card of the targets that answered."""
+    rows: list[XidSample] = []
+    for result in results:
+        if not result.ok:
+            continue
+        node = result.target.node_id
+        for card in result.extraction.cards:
+            rows += [XidSample(XidKey(node, card.gpu_index, source, xid), card.gpu_uuid,
+                               result.scraped_at, count) for xid, count in card.xids]
+    return rows

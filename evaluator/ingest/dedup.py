@@ -1,0 +1,170 @@
+"""The write-dedup cache (reference: "写入去重缓存"): per series, the latest row confirmed in DB.
+
+The cache only ever answers "this scrape can safely be skipped"; the store stays the authority:
+
+- an entry is filled only from rows the store reported (a SELECT result, or a batch whose INSERT
+  committed), never from a scrape that has not been written;
+- losing an entry costs at most one SELECT (batched with every other miss of the cycle);
+- entries are bounded (``max_entries``, least recently used evicted first) and idle ones (not
+  looked up or confirmed for ``idle``) are dropped, so cards that left the fleet do not pin memory.
+
+:func:`rows_to_write` is the one algorithm that applies a write rule through a cache, for card
+samples and XID counts alike: cache hits are decided at once, all misses are looked up in one
+batched call, every looked-up row confirms its cache entry, then the rule decides.
+
+One LRU implementation (:class:`RowCache`) serves two row kinds: :class:`DedupCache` holds the
+latest ``gpu_health_samples`` row per card, :class:`XidDedupCache` the latest
+``gpu_health_xid_samples`` row per (card, XID code). Time comes from the caller (``now``), never
+from a clock read here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Final, Generic, Protocol, TypeVar
+
+from evaluator.ingest.write_rule import Decision
+from evaluator.model import CardKey, Sample, XidKey, XidSample
+
+DEFAULT_MAX_ENTRIES: Final = 4096  # 512 nodes x 8 cards
+DEFAULT_IDLE: Final = timedelta(minutes=30)
+# XID series per card in the cache's sizing: the exporter exports the five memory XIDs from its
+# start, and a card rarely logs more than a few other codes.
+XID_SERIES_PER_CARD: Final = 8
+
+K = TypeVar("K")
+K_co = TypeVar("K_co", covariant=True)
+
+
+class _Keyed(Protocol[K_co]):
+    @property
+    def key(self) -> K_co: ...
+
+    @property
+    def sampled_at(self) -> datetime: ...
+
+
+R = TypeVar("R", bound=_Keyed)
+
+
+class RowCache(Generic[K, R]):
+    """LRU map key -> (confirmed latest row, last use). Not thread-safe: use from one loop."""
+
+    def __init__(
+        self, max_entries: int = DEFAULT_MAX_ENTRIES, idle: timedelta = DEFAULT_IDLE
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be >= 1")
+        self.max_entries = max_entries
+        self.idle = idle
+        self._entries: OrderedDict[K, tuple[R, datetime]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+        self.evicted_capacity = 0
+        self.evicted_idle = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def get(self, key: K, now: datetime) -> R | None:
+        """The confirmed latest row of ``key`` (counts a hit or a miss, refreshes its use)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._entries[key] = (entry[0], now)
+        self._entries.move_to_end(key)
+        return entry[0]
+
+    def confirm(self, row: R, now: datetime) -> None:
+        """Record ``row`` as its series' latest row (call only after the store reported it)."""
+        key: K = row.key
+        self._entries[key] = (row, now)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+            self.evicted_capacity += 1
+
+    def forget(self, key: K) -> None:
+        self._entries.pop(key, None)
+
+    def evict_idle(self, now: datetime) -> int:
+        """Drop entries not used since ``now - idle``; returns how many were dropped."""
+        cutoff = now - self.idle
+        dropped = 0
+        # Entries are in last-use order, so the idle ones are all at the front.
+        while self._entries:
+            key, (_, used) = next(iter(self._entries.items()))
+            if used > cutoff:
+                break
+            del self._entries[key]
+            dropped += 1
+        self.evicted_idle += dropped
+        return dropped
+
+
+class DedupCache(RowCache[CardKey, Sample]):
+    """Latest confirmed ``gpu_health_samples`` row per card."""
+
+
+class XidDedupCache(RowCache[XidKey, XidSample]):
+    """Latest confirmed ``gpu_health_xid_samples`` row per (card, XID code)."""
+
+    @classmethod
+    def sized_for(cls, cards: DedupCache) -> XidDedupCache:
+        """A cache for the XID series of as many cards as ``cards`` holds, same idle time."""
+        return cls(cards.max_entries * XID_SERIES_PER_CARD, cards.idle)
+
+
+@dataclass(slots=True)
+class Chosen(Generic[R]):
+    """What :func:`rows_to_write` kept, and how the cache and the store were used."""
+
+    rows: list[R] = field(default_factory=list)
+    hits: int = 0
+    misses: int = 0
+    selects: int = 0
+
+
+async def rows_to_write(
+    scraped: Sequence[R], cache: RowCache[K, R],
+    lookup: Callable[[Sequence[R]], Awaitable[Mapping[K, R]]],
+    rule: Callable[[R, R | None], Decision], decisions: Counter[str],
+) -> Chosen[R]:
+    """The scraped rows ``rule`` keeps against each series' latest confirmed row.
+
+    ``lookup`` is called at most once, with every row the cache missed, and returns the stored
+    latest row per key (absent: none stored). Each decision's reason is counted in ``decisions``.
+    """
+    chosen: Chosen[R] = Chosen()
+    missed: list[R] = []
+    for row in scraped:
+        cached = cache.get(row.key, row.sampled_at)
+        if cached is None:
+            missed.append(row)
+        else:
+            chosen.hits += 1
+            _apply(rule(row, cached), row, chosen, decisions)
+    chosen.misses = len(missed)
+    if missed:
+        chosen.selects = 1
+        stored = await lookup(missed)
+        for row in missed:
+            found = stored.get(row.key)
+            if found is not None:
+                cache.confirm(found, row.sampled_at)
+            _apply(rule(row, found), row, chosen, decisions)
+    return chosen
+
+
+def _apply(decision: Decision, row: R, chosen: Chosen[R], decisions: Counter[str]) -> None:
+    decisions[decision.reason] += 1
+    if decision.write:
+        chosen.rows.append(row)

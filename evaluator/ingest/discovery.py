@@ -1,0 +1,233 @@
+"""Target discovery: static groups, Prometheus ``file_sd`` files and ``http_sd`` endpoints.
+
+``Discovery.refresh`` is one tick (the app runs it every few seconds). File SD checks every
+matching file's (mtime, size) on each tick and re-reads changed files at once, plus every file
+once per ``refresh_interval``; HTTP SD fetches once per ``refresh_interval`` (every tick until it
+first succeeds). A bad file or response never empties the target list: the provider keeps its
+last good groups, logs why, and counts ``discovery_errors_total{mechanism,reason}``. As in
+Prometheus, one invalid group rejects the whole file or response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Protocol
+
+import aiohttp
+import yaml
+
+from evaluator.config.file import Config, FileSDConfig, HttpSDConfig
+from evaluator.config.targets import Target, TargetGroup, merge_groups, parse_groups
+from evaluator.ingest.scrape import read_capped
+from evaluator.outbound import ClientOptions, client_session
+from evaluator.selfmetrics import SelfMetrics
+from gpu_health.errors import DiscoveryError, ScrapeError
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 5.0
+HTTP_SD_TIMEOUT_S = 30.0
+
+
+def load_groups_text(text: str, name: str) -> list[TargetGroup]:
+    """Target groups from JSON (``.json``) or YAML text; DiscoveryError lists every problem."""
+    try:
+        raw = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise DiscoveryError(f"{name}: not valid {'JSON' if name.endswith('.json') else 'YAML'}"
+                             f": {exc}", reason="syntax") from exc
+    groups, problems = parse_groups(raw, name)
+    if problems:
+        raise DiscoveryError("; ".join(problems), reason="invalid")
+    return groups
+
+
+class Provider(Protocol):
+    mechanism: str
+    name: str
+
+    @property
+    def produced(self) -> bool: ...
+
+    @property
+    def groups(self) -> list[TargetGroup]: ...
+
+    async def refresh(self, now: datetime) -> list[DiscoveryError]: ...
+
+
+@dataclass(slots=True)
+class _FileState:
+    stamp: tuple[int, int]
+    groups: list[TargetGroup]
+
+
+class FileSD:
+    mechanism = "file_sd"
+
+    def __init__(self, config: FileSDConfig) -> None:
+        self.config = config
+        self.name = "file_sd:" + ",".join(config.files)
+        self._matched: list[str] | None = None  # paths the last scan found (None: no scan yet)
+        self._files: dict[str, _FileState] = {}
+        self._last_full: datetime | None = None
+
+    @property
+    def groups(self) -> list[TargetGroup]:
+        return [g for path in sorted(self._files) for g in self._files[path].groups]
+
+    @property
+    def produced(self) -> bool:
+        """Every file the last scan matched has been read successfully at least once."""
+        return self._matched is not None and all(p in self._files for p in self._matched)
+
+    async def refresh(self, now: datetime) -> list[DiscoveryError]:
+        full = self._last_full is None or \
+            now - self._last_full >= timedelta(seconds=self.config.refresh_interval)
+        if full:
+            self._last_full = now
+        return await asyncio.to_thread(self._scan, full)
+
+    def _scan(self, full: bool) -> list[DiscoveryError]:
+        errors: list[DiscoveryError] = []
+        # As in Prometheus, a glob may only appear in the last path element (settings checks it).
+        paths = sorted({
+            str(p) for pattern in self.config.files
+            for p in Path(pattern).parent.glob(Path(pattern).name)
+        })
+        for gone in set(self._files) - set(paths):
+            log.info("file_sd: %s disappeared; its targets are dropped", gone)
+            del self._files[gone]
+        for path in paths:
+            known = self._files.get(path)
+            try:
+                st = Path(path).stat()
+                stamp = (st.st_mtime_ns, st.st_size)
+                if known is not None and known.stamp == stamp and not full:
+                    continue
+                groups = load_groups_text(Path(path).read_text(encoding="utf-8"), path)
+            except DiscoveryError as exc:
+                errors.append(exc)
+                if known is not None:
+                    known.stamp = stamp  # keep last good groups; re-read when the file changes
+                continue
+            except (OSError, UnicodeDecodeError) as exc:
+                errors.append(DiscoveryError(f"{path}: cannot read: {exc}", reason="read"))
+                continue
+            self._files[path] = _FileState(stamp, groups)
+        self._matched = paths
+        return errors
+
+
+class HttpSD:
+    mechanism = "http_sd"
+
+    def __init__(self, config: HttpSDConfig, session: aiohttp.ClientSession,
+                 max_bytes: int) -> None:
+        self.config = config
+        self.name = "http_sd:" + config.url
+        self.produced = False
+        self.groups: list[TargetGroup] = []
+        self._session = session
+        self._max_bytes = max_bytes
+        self._last_attempt: datetime | None = None
+
+    async def refresh(self, now: datetime) -> list[DiscoveryError]:
+        interval = timedelta(seconds=self.config.refresh_interval)
+        if self.produced and self._last_attempt is not None and \
+                now - self._last_attempt < interval:
+            return []
+        self._last_attempt = now
+        try:
+            text = await self._fetch()
+            self.groups = load_groups_text(text, self.config.url + " (.json)")
+        except DiscoveryError as exc:
+            return [exc]
+        self.produced = True
+        return []
+
+    async def _fetch(self) -> str:
+        timeout = min(HTTP_SD_TIMEOUT_S, self.config.refresh_interval)
+        try:
+            async with asyncio.timeout(timeout), self._session.get(self.config.url) as resp:
+                if resp.status != 200:
+                    raise DiscoveryError(f"{self.config.url}: HTTP {resp.status}",
+                                         reason="http_status")
+                body = await read_capped(resp, self._max_bytes)
+        except ScrapeError as exc:
+            raise DiscoveryError(f"{self.config.url}: {exc}", reason=exc.reason) from exc
+        except TimeoutError as exc:
+            raise DiscoveryError(f"{self.config.url}: no answer within {timeout:g}s",
+                                 reason="timeout") from exc
+        except aiohttp.ClientError as exc:
+            raise DiscoveryError(f"{self.config.url}: {exc}", reason="connection") from exc
+        try:
+            return body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DiscoveryError(f"{self.config.url}: not UTF-8", reason="syntax") from exc
+
+
+class Discovery:
+    """All configured sources merged into one target list (``targets``)."""
+
+    def __init__(self, config: Config, *, metrics: SelfMetrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.static = list(config.static_configs)
+        self.file_sd = [FileSD(c) for c in config.file_sd_configs]
+        self.http_sd: list[HttpSD] = []
+        self.targets: tuple[Target, ...] = ()
+        self.conflicts: tuple[str, ...] = ()
+        self.last_errors: dict[str, str] = {}
+        self.refreshed = False
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        if self.config.http_sd_configs:
+            self._session = client_session(ClientOptions(
+                connect_timeout=HTTP_SD_TIMEOUT_S, headers={"Accept": "application/json"}))
+            self.http_sd = [HttpSD(c, self._session, self.config.scrape.max_response_bytes)
+                            for c in self.config.http_sd_configs]
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def ready(self) -> bool:
+        """True once every source has produced a valid target list (possibly empty): each
+        http_sd answered well once, each file matched by file_sd parsed well once."""
+        return self.refreshed and all(p.produced for p in self.providers)
+
+    @property
+    def providers(self) -> list[Provider]:
+        return [*self.file_sd, *self.http_sd]
+
+    async def refresh(self, now: datetime) -> tuple[Target, ...]:
+        for provider in self.providers:
+            errors = await provider.refresh(now)
+            if errors:
+                self.last_errors[provider.name] = "; ".join(str(e) for e in errors)
+            else:
+                self.last_errors.pop(provider.name, None)
+            for exc in errors:
+                log.warning("%s: keeping last good targets: %s", provider.mechanism, exc)
+                if self.metrics is not None:
+                    self.metrics.discovery_errors.labels(provider.mechanism, exc.reason).inc()
+        sources: list[Sequence[TargetGroup]] = [self.static]
+        sources.extend(p.groups for p in self.providers)
+        merged = merge_groups(sources)
+        for conflict in set(merged.conflicts) - set(self.conflicts):
+            log.warning("discovery: %s", conflict)
+        self.targets, self.conflicts = merged.targets, merged.conflicts
+        self.refreshed = True
+        if self.metrics is not None:
+            self.metrics.targets.set(len(self.targets))
+            self.metrics.target_conflicts.set(len(self.conflicts))
+        return self.targets

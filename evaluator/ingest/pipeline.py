@@ -1,0 +1,88 @@
+"""The scrape loop's tick: discover -> scrape all -> self-metrics -> ingest -> evict idle.
+
+Kept apart from the app so tests and the benchmark drive exactly the production cycle
+(``await pipeline.run_cycle()``) without starting timers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from evaluator.config.targets import Target
+from evaluator.ingest.cycle import CycleReport, Ingestor
+from evaluator.ingest.scrape import Scraper, ScrapeResult
+from evaluator.selfmetrics import SelfMetrics
+from gpu_health.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class IngestPipeline:
+    """One object per app; ``run_cycle`` is the scrape loop's tick."""
+
+    def __init__(self, *, targets: Callable[[], Sequence[Target]], scraper: Scraper,
+                 ingestor: Ingestor, clock: Clock, metrics: SelfMetrics | None = None) -> None:
+        self.targets = targets
+        self.scraper = scraper
+        self.ingestor = ingestor
+        self.clock = clock
+        self.metrics = metrics
+        self.last_results: dict[str, ScrapeResult] = {}
+        self.last_report: CycleReport | None = None
+        self.last_duration: float | None = None
+        self._evicted = (0, 0)
+        self._up: dict[str, bool] = {}
+
+    async def run_cycle(self) -> CycleReport:
+        started = time.perf_counter()
+        targets = list(self.targets())
+        results = await self.scraper.scrape_all(targets)
+        self.last_results = {r.target.url: r for r in results}
+        self._record_targets(results)
+        report = await self.ingestor.ingest(results)
+        self.ingestor.evict_idle(self.clock())
+        self.last_duration = time.perf_counter() - started
+        self.last_report = report
+        self._record_cycle(report, self.last_duration)
+        log.debug("cycle: %d/%d targets up, %d cards, %d rows (%d XID rows) written, %d selects "
+                  "in %.3fs", report.targets_up, report.targets, report.cards,
+                  report.rows_written, report.xid_rows_written, report.selects,
+                  self.last_duration)
+        return report
+
+    def _record_targets(self, results: Sequence[ScrapeResult]) -> None:
+        for r in results:
+            # Log transitions only: a dead target would otherwise log once per cycle forever.
+            previous = self._up.get(r.target.url)
+            if not r.ok and previous is not False:
+                log.warning("target %s (node %s) is down: %s: %s", r.target.url,
+                            r.target.node_id, r.error_reason, r.error)
+            elif r.ok and previous is False:
+                log.info("target %s (node %s) is up again", r.target.url, r.target.node_id)
+        self._up = {r.target.url: r.ok for r in results}  # targets that left are forgotten
+        m = self.metrics
+        if m is None:
+            return
+        for r in results:
+            m.target_result(r.target.url, r.target.node_id, r.duration, r.error_reason,
+                            r.scraped_at.timestamp())
+            if r.ok:
+                m.count(m.series_ignored, r.extraction.ignored_series)
+                m.count(m.values_unknown, r.extraction.unknown_values)
+        m.forget_targets(r.target.url for r in results)
+
+    def _record_cycle(self, report: CycleReport, duration: float) -> None:
+        m = self.metrics
+        if m is None:
+            return
+        m.cycle_duration.observe(duration)
+        cache = self.ingestor.cache
+        capacity, idle = cache.evicted_capacity, cache.evicted_idle
+        if capacity > self._evicted[0]:
+            m.cache_evictions.labels("capacity").inc(capacity - self._evicted[0])
+        if idle > self._evicted[1]:
+            m.cache_evictions.labels("idle").inc(idle - self._evicted[1])
+        self._evicted = (capacity, idle)
+        m.cache_entries.set(len(cache))

@@ -1,0 +1,120 @@
+"""The change-only write rules for card samples and XID counts (reference: "服务端：变化才写 +
+保活行"). Pure: no I/O, no clock.
+
+Card samples (:func:`decide`):
+
+A scraped card is written when it is the card's first sample, when any counter changed (unknown
+to known and known to unknown included), when the slot now holds a different UUID, or when the
+stored latest row is at least ``keepalive`` old, measured from *that row's* ``sampled_at`` (a
+base that moved with every scrape would never let a keepalive row be written). Cards whose
+counters are all unknown are never written and must be dropped before any DB access.
+
+One case the reference does not spell out: a stored latest row stamped *after* the scrape (the
+evaluator's clock stepped back). Its age is negative, so the keepalive would stay silent until
+the clock caught up, and readers would see a "collection stall" that is not one. Such a card is
+written (reason ``latest_in_future``); the new row then becomes the cached base.
+
+XID counts (:func:`decide_xid`): the exporter exports ``gpu_health_xid_errors_total{gpu,uuid,
+vendor,xid}``, kernel-log Xid lines per card and XID code counted since the exporter process
+started. It RESETS to 0 when the exporter restarts, and it is only exported while the kernel log
+is readable, so a 0 is a real "no line seen" (an absent series is unknown and writes nothing).
+A row of ``gpu_health_xid_samples`` is written per series (node, index, source, xid) when it is
+the series' first sample (``xid_first``), the slot holds a different UUID (``xid_uuid_changed``)
+or the count changed, a drop (exporter restart) included (``xid_changed``). There is no
+keep-alive row: the samples table already shows whether a node is scraped, and a series whose
+count never changes costs one row in total instead of 288 a day. So the newest stored row of a
+series can be arbitrarily old: the lookup on a cache miss is not bounded in time (the table is
+tiny next to the samples), and retention keeps every series' newest row (it is the base the next
+change is compared with).
+
+Both rules answer with a :class:`Decision` (write or not, and the reason counted in
+``write_decisions_total{reason}``), so one cycle algorithm (``ingest/cycle.py``) applies either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from typing import Final
+
+from evaluator.model import Sample, XidSample
+
+DEFAULT_KEEPALIVE: Final = timedelta(minutes=5)
+
+
+class Reason(StrEnum):
+    """Why a scraped card was or was not written (the ``reason`` label of a self-metric)."""
+
+    ALL_UNKNOWN = "all_unknown"
+    FIRST = "first"
+    UUID_CHANGED = "uuid_changed"
+    CHANGED = "changed"
+    LATEST_IN_FUTURE = "latest_in_future"
+    KEEPALIVE = "keepalive"
+    UNCHANGED = "unchanged"
+
+
+WRITE_REASONS: Final = frozenset(
+    {Reason.FIRST, Reason.UUID_CHANGED, Reason.CHANGED, Reason.LATEST_IN_FUTURE, Reason.KEEPALIVE}
+)
+
+
+class XidReason(StrEnum):
+    """Why a scraped XID count was or was not written (``write_decisions_total{reason}``)."""
+
+    FIRST = "xid_first"
+    UUID_CHANGED = "xid_uuid_changed"
+    CHANGED = "xid_changed"
+    UNCHANGED = "xid_unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    write: bool
+    reason: Reason | XidReason
+
+
+_SKIP_UNKNOWN: Final = Decision(False, Reason.ALL_UNKNOWN)
+_SKIP_UNCHANGED: Final = Decision(False, Reason.UNCHANGED)
+
+
+def decide(scraped: Sample, latest: Sample | None, keepalive: timedelta) -> Decision:
+    """Write or skip ``scraped`` given the latest row confirmed in the store (None: none).
+
+    "Now" is ``scraped.sampled_at`` (the evaluator's scrape time), so the function reads no
+    clock. The keepalive fires at ``age >= keepalive``: with a 60 s scrape interval that is one
+    row every 5 minutes, the reference's upper bound of 288 rows per card per day.
+    """
+    if scraped.counters.all_unknown():
+        return _SKIP_UNKNOWN
+    if latest is None:
+        return Decision(True, Reason.FIRST)
+    if scraped.gpu_uuid != latest.gpu_uuid:
+        return Decision(True, Reason.UUID_CHANGED)
+    if scraped.counters != latest.counters:
+        return Decision(True, Reason.CHANGED)
+    age = scraped.sampled_at - latest.sampled_at
+    if age < timedelta(0):
+        return Decision(True, Reason.LATEST_IN_FUTURE)
+    if age >= keepalive:
+        return Decision(True, Reason.KEEPALIVE)
+    return _SKIP_UNCHANGED
+
+
+def decide_xid(scraped: XidSample, latest: XidSample | None) -> XidReason:
+    """Write (any reason but UNCHANGED) or skip ``scraped`` given the latest stored row."""
+    if latest is None:
+        return XidReason.FIRST
+    if scraped.gpu_uuid != latest.gpu_uuid:
+        return XidReason.UUID_CHANGED
+    if scraped.count != latest.count:
+        return XidReason.CHANGED
+    return XidReason.UNCHANGED
+
+
+def xid_decision(scraped: XidSample, latest: XidSample | None,
+                 _keepalive: timedelta | None = None) -> Decision:
+    """:func:`decide_xid` in the shape of :func:`decide` (XID series have no keepalive)."""
+    reason = decide_xid(scraped, latest)
+    return Decision(reason is not XidReason.UNCHANGED, reason)

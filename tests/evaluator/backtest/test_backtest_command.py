@@ -1,0 +1,160 @@
+"""``gpu-health-evaluator backtest`` as a user runs it: refusals, the marker, the outputs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from evaluator.compose import build_service
+from evaluator.config.file import load_config
+from evaluator.main import main
+from evaluator.model import CardKey, Counters, Sample
+from evaluator.store import Database
+from evaluator.store.backtest import MARKER, open_backtest
+from evaluator.store.samples import insert_samples
+from gpu_health.errors import ConfigError
+from tests.evaluator.backtest_support import V1_FILE
+
+T0 = datetime(2026, 2, 1, tzinfo=UTC)
+
+
+def events_csv(path: Path) -> Path:
+    """Two devices of one server: one with correctable errors, then an uncorrectable one; one
+    with a single uncorrectable error."""
+    lines = ["Datacenter,Server,Name,Time,EccType"]
+    for k in range(40):
+        lines.append(f"DC1,s1,DSA1,{int((T0 + timedelta(hours=k)).timestamp())},CE")
+    lines.append(f"DC1,s1,DSA1,{int((T0 + timedelta(days=3)).timestamp())},UER")
+    lines.append(f"DC1,s1,DSA2,{int((T0 + timedelta(days=1)).timestamp())},UEO")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run(tmp_path: Path, *args: str) -> int:
+    return main(["backtest", "--rules", str(V1_FILE), "--no-progress", *args])
+
+
+def events_args(tmp_path: Path) -> list[str]:
+    return ["--events", str(events_csv(tmp_path / "events.csv")), "--preset", "calchas"]
+
+
+def test_refuses_the_live_database_of_the_config(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "evaluator.yml"
+    config.write_text("storage:\n  path: live/gpu.duckdb\n")
+    live = tmp_path / "live" / "gpu.duckdb"
+    for db in (live, tmp_path / "live" / ".." / "live" / "gpu.duckdb"):
+        code = run(tmp_path, "--config", str(config), "--db", str(db), *events_args(tmp_path))
+        assert code == 2
+        assert "is the live database" in capsys.readouterr().err
+    assert not live.exists()  # refused before anything was opened or created
+    live.parent.mkdir(exist_ok=True)
+    Database(live).close()
+    link = tmp_path / "innocent.duckdb"
+    link.symlink_to(live)
+    assert run(tmp_path, "--config", str(config), "--db", str(link),
+               *events_args(tmp_path)) == 2
+
+
+def test_refuses_the_default_live_path_without_a_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run(tmp_path, "--db", "data/gpu-health.duckdb", *events_args(tmp_path)) == 2
+    assert "live database" in capsys.readouterr().err
+    assert not (tmp_path / "data" / "gpu-health.duckdb").exists()
+
+
+def test_refuses_a_file_with_samples_not_written_by_a_backtest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "copy-of-live.duckdb"
+    db = Database(path)
+    insert_samples(db, [Sample(CardKey("n1", 0), "GPU-1", T0, Counters(0, 5))])
+    db.close()
+    assert run(tmp_path, "--db", str(path), *events_args(tmp_path)) == 2
+    assert "not written by a backtest" in capsys.readouterr().err
+    db = Database(path, read_only=True)
+    assert db.fetchone("SELECT count(*) FROM gpu_health_samples")[0] == 1
+    assert db.fetchone("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                       [MARKER])[0] == 0
+    db.close()
+
+
+def test_import_then_replay_again_on_the_marked_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, out, png = tmp_path / "bt.duckdb", tmp_path / "r.json", tmp_path / "r.png"
+    assert run(tmp_path, "--db", str(path), *events_args(tmp_path), "--output", str(out),
+               "--plot", str(png), "--sweep", "window_days=7,30") == 0
+    text = capsys.readouterr().out
+    assert "precision" in text and "assumption: a card is observed only" in text
+    report = json.loads(out.read_text())
+    assert [v["window_days"] for v in report["versions"]] == [7, 30]
+    assert report["input"]["cards"] == 2 and report["input"]["observe_after_days"] == 30
+    assert report["base_rates"]["cards_with_fault"] == 2
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # importing again would double the history
+    assert run(tmp_path, "--db", str(path), *events_args(tmp_path)) == 2
+    assert "already holds" in capsys.readouterr().err
+    # without an input the samples are replayed again: same numbers, same assumptions
+    again = tmp_path / "again.json"
+    assert run(tmp_path, "--db", str(path), "--output", str(again),
+               "--sweep", "window_days=7,30") == 0
+    second = json.loads(again.read_text())
+    assert second["versions"][0]["predictions"] == report["versions"][0]["predictions"]
+    assert second["input"]["assumptions"] == report["input"]["assumptions"]
+    db = Database(path, read_only=True)
+    assert db.fetchone(f"SELECT count(*) FROM {MARKER} WHERE report IS NOT NULL")[0] == 2
+    db.close()
+
+
+def test_every_argument_problem_is_listed(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(tmp_path, "--events", str(tmp_path / "e.csv"), "--since", "2026-01-01",
+               "--sweep", "ratio=abc", "--sweep", "scan_interval_minutes=10,20",
+               "--sweep", "bogus=1", "--sweep", "window_days=14", "--step", "soon")
+    assert code == 2
+    err = capsys.readouterr().err
+    for needle in ("--since/--until only apply to --prometheus", "--events needs --preset",
+                   "ratio: must be a number", "scan_interval_minutes is not a frozen",
+                   "'bogus' is not a rule parameter", "window_days: must be one of 7, 30",
+                   "--step must be a positive duration"):
+        assert needle in err
+
+
+def test_a_combination_the_rule_cannot_take_is_an_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # ratio 8 > B/g = 7: the live loader would ignore it with a warning; a sweep must not
+    code = run(tmp_path, "--db", str(tmp_path / "bt.duckdb"), *events_args(tmp_path),
+               "--sweep", "ratio=1.2,8")
+    assert code == 2
+    assert "ratio 8.0 can never be reached" in capsys.readouterr().err
+    assert not (tmp_path / "bt.duckdb").exists()
+
+
+def test_bad_events_file_fails_before_a_database_exists(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("Datacenter,Server,Name,Time,EccType\nDC1,s1,DSA1,1650690000,XID79\n")
+    code = run(tmp_path, "--db", str(tmp_path / "bt.duckdb"), "--events", str(bad),
+               "--preset", "calchas")
+    assert code == 2
+    assert "'XID79'" in capsys.readouterr().err
+    assert not (tmp_path / "bt.duckdb").exists()
+
+
+def test_a_live_evaluator_refuses_a_backtest_file(tmp_path: Path) -> None:
+    path = tmp_path / "bt.duckdb"
+    db = open_backtest(path, live=(), importing=True)
+    insert_samples(db, [Sample(CardKey("n1", 0), "GPU-1", T0, Counters(0, 5))])
+    db.close()
+    config = tmp_path / "evaluator.yml"
+    config.write_text(f"storage:\n  path: {path}\nrules: {{active: v1-ecc-growth}}\n")
+    with pytest.raises(ConfigError, match=f"storage.path {path} is a backtest file"):
+        build_service(load_config(config, {}), {}, start_loops=False)
+    db = Database(path, read_only=True)  # closed again, its history untouched
+    assert db.fetchone("SELECT count(*) FROM gpu_health_samples")[0] == 1
+    assert db.fetchone("SELECT count(*) FROM gpu_health_rule_versions")[0] == 0
+    db.close()

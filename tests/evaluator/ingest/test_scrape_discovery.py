@@ -1,0 +1,123 @@
+"""Target discovery: static, file_sd (re-read on change, bad file keeps last good), http_sd."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from evaluator.config.file import parse_config
+from evaluator.config.targets import TargetGroup, merge_groups, split_address
+from evaluator.ingest.discovery import Discovery
+from evaluator.selfmetrics import SelfMetrics
+from tests.evaluator.ingest_support import FakeClock, stand_in
+
+
+def _bump(path: Path, text: str) -> None:
+    # Same-size rewrites within one mtime tick are possible on fast disks: move mtime on.
+    path.write_text(text, encoding="utf-8")
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+def _discovery(raw: dict[str, object], base: Path) -> tuple[Discovery, SelfMetrics]:
+    metrics = SelfMetrics(CollectorRegistry())
+    return Discovery(parse_config(raw, base=base), metrics=metrics), metrics
+
+
+def test_split_address() -> None:
+    assert split_address("gpu-01:9835") == ("gpu-01", 9835)
+    assert split_address("[fe80::1]:9835") == ("fe80::1", 9835)
+    assert split_address("10.0.0.1") is None and split_address("::1:80") is None
+
+
+def test_node_label_then_host_fallback_and_conflicts() -> None:
+    merged = merge_groups([
+        [TargetGroup(("10.0.0.1:9835", "10.0.0.2:9835"), (("tenant", "acme"),))],
+        [TargetGroup(("10.0.0.3:9835",), (("node", "10.0.0.1"),)),
+         TargetGroup(("10.0.0.1:9835",), (("node", "other"),))],  # same URL: first wins
+    ])
+    assert [(t.node_id, t.tenant) for t in merged.targets] == [
+        ("10.0.0.1", "acme"), ("10.0.0.2", "acme")
+    ]
+    assert len(merged.conflicts) == 1 and "10.0.0.3" in merged.conflicts[0]
+
+
+async def test_file_sd_reads_changes_and_keeps_last_good(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sd = tmp_path / "sd"
+    sd.mkdir()
+    good = [{"targets": ["gpu-01:9835"], "labels": {"node": "n1", "tenant": "acme"}}]
+    (sd / "a.json").write_text(json.dumps(good))
+    (sd / "b.yml").write_text("- targets: ['gpu-02:9835']\n")
+    disc, metrics = _discovery({"file_sd_configs": [{"files": ["sd/*.json", "sd/*.yml"]}]},
+                               tmp_path)
+    clock = FakeClock()
+    assert not disc.ready
+    await disc.refresh(clock())
+    assert disc.ready and [t.node_id for t in disc.targets] == ["n1", "gpu-02"]
+
+    good.append({"targets": ["gpu-03:9835"], "labels": {"node": "n3"}})
+    _bump(sd / "a.json", json.dumps(good))
+    await disc.refresh(clock.advance(seconds=5))
+    assert [t.node_id for t in disc.targets] == ["n1", "n3", "gpu-02"]
+
+    with caplog.at_level(logging.WARNING):
+        _bump(sd / "a.json", '[{"targets": ["gpu-01:9835"],')  # truncated JSON
+        await disc.refresh(clock.advance(seconds=5))
+    assert [t.node_id for t in disc.targets] == ["n1", "n3", "gpu-02"]  # last good kept
+    assert "not valid JSON" in caplog.text and "keeping last good targets" in caplog.text
+    assert any("a.json" in e for e in disc.last_errors.values())
+    assert metrics.discovery_errors.labels("file_sd", "syntax")._value.get() == 1
+
+    _bump(sd / "a.json", json.dumps([{"targets": ["not an address"]}]))
+    await disc.refresh(clock.advance(seconds=5))
+    assert len(disc.targets) == 3  # an invalid group rejects the file, as in Prometheus
+    assert metrics.discovery_errors.labels("file_sd", "invalid")._value.get() == 1
+
+    (sd / "b.yml").unlink()
+    await disc.refresh(clock.advance(seconds=5))
+    assert [t.node_id for t in disc.targets] == ["n1", "n3"]
+
+
+async def test_http_sd_and_static_merge_and_failures_keep_last_good(tmp_path: Path) -> None:
+    async with stand_in() as server:
+        url = f"http://127.0.0.1:{server.port}/t/sd/metrics"
+        disc, metrics = _discovery({
+            "static_configs": [{"targets": ["gpu-00:9835"]}],
+            "http_sd_configs": [{"url": url, "refresh_interval": "30s"}],
+        }, tmp_path)
+        await disc.start()
+        try:
+            clock = FakeClock()
+            server.bodies["sd"] = "!500"
+            await disc.refresh(clock())
+            assert not disc.ready and [t.node_id for t in disc.targets] == ["gpu-00"]
+            server.bodies["sd"] = json.dumps(
+                [{"targets": ["gpu-07:9835"], "labels": {"__meta_x": "y", "node": "n7"}}])
+            await disc.refresh(clock.advance(seconds=5))  # retried before the interval
+            assert disc.ready and [t.node_id for t in disc.targets] == ["gpu-00", "n7"]
+            server.bodies["sd"] = "{not json"
+            await disc.refresh(clock.advance(seconds=10))
+            assert server.requests["sd"] == 2  # not due yet
+            await disc.refresh(clock.advance(seconds=30))
+            assert [t.node_id for t in disc.targets] == ["gpu-00", "n7"]
+            assert metrics.discovery_errors.labels("http_sd", "syntax")._value.get() == 1
+        finally:
+            await disc.close()
+
+
+async def test_file_sd_not_ready_until_every_matched_file_was_valid_once(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{")
+    (tmp_path / "good.json").write_text('[{"targets": ["gpu-01:9835"]}]')
+    disc, _ = _discovery({"file_sd_configs": [{"files": ["*.json"]}]}, tmp_path)
+    await disc.refresh(FakeClock()())
+    assert not disc.ready and [t.node_id for t in disc.targets] == ["gpu-01"]
+    (tmp_path / "bad.json").unlink()
+    await disc.refresh(FakeClock()())
+    assert disc.ready

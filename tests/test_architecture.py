@@ -1,0 +1,98 @@
+"""The house rules of docs/ARCHITECTURE.md that a reader could otherwise only take on trust.
+
+The layers themselves are import-linter's contracts (``[tool.importlinter]`` in pyproject.toml,
+run by ``make test``); these tests pin what a layers contract cannot express: no import cycle
+at all, module size, and that each outside edge has exactly one owner.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import grimp
+import pytest
+
+from evaluator.cli import COMMANDS
+from evaluator.main import RUNNERS
+from tests.shared import REPO
+
+PACKAGES = ("evaluator", "exporter", "gpu_health")
+MAX_LINES = 310  # "modules under ~300 lines"
+
+
+def sources() -> Iterator[Path]:
+    for package in PACKAGES:
+        yield from sorted((REPO / package).rglob("*.py"))
+
+
+def relative(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+def test_no_import_cycle() -> None:
+    graph = grimp.build_graph(*PACKAGES)
+    for module in sorted(graph.modules):
+        for imported in graph.find_modules_directly_imported_by(module):
+            chain = graph.find_shortest_chain(importer=imported, imported=module)
+            assert chain is None, f"import cycle: {module} -> {' -> '.join(chain)}"
+
+
+def test_the_layers_contract_holds() -> None:
+    result = subprocess.run([str(Path(sys.executable).parent / "lint-imports")], cwd=REPO,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", list(sources()), ids=relative)
+def test_module_size(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{relative(path)}: {lines} lines; split it by concept"
+
+
+def calls_named(tree: ast.AST, name: str) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called == name:
+                return True
+    return False
+
+
+def owners(predicate_name: str) -> set[str]:
+    return {relative(p) for p in sources()
+            if calls_named(ast.parse(p.read_text(encoding="utf-8")), predicate_name)}
+
+
+def test_one_module_creates_outbound_http_sessions() -> None:
+    assert owners("ClientSession") == {"evaluator/outbound.py"}
+
+
+def test_one_module_declares_each_program_s_command_line() -> None:
+    assert owners("ArgumentParser") == {"evaluator/cli.py", "exporter/settings.py"}
+
+
+def test_one_request_catch_all() -> None:
+    found = {relative(p) for p in sources() if "@web.middleware" in p.read_text("utf-8")}
+    assert found == {"evaluator/http/errors.py"}
+
+
+def test_the_environment_is_read_once_per_program() -> None:
+    found = {relative(p) for p in sources()
+             if "os.environ" in p.read_text("utf-8").replace("``os.environ``", "")}
+    assert found == {"evaluator/main.py", "exporter/settings.py"}
+
+
+def test_time_formatting_and_duration_parsing_live_once() -> None:
+    found = {relative(p) for p in sources() if '.replace("+00:00", "Z")' in p.read_text("utf-8")}
+    assert found == {"gpu_health/clock.py"}
+    found = {relative(p) for p in sources() if "def parse_duration" in p.read_text("utf-8")}
+    assert found == {"gpu_health/durations.py"}
+
+
+def test_every_subcommand_has_arguments_and_a_runner() -> None:
+    assert set(COMMANDS) == set(RUNNERS)
