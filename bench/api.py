@@ -24,12 +24,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
-from evaluator.http.api import ApiContext, add_api_routes
-from evaluator.http.errors import RequestMetrics, error_middleware
+from evaluator.http.access import new_application
+from evaluator.http.api.context import ApiContext
+from evaluator.http.api.routes import add_api_routes
+from evaluator.http.errors import RequestMetrics
 from evaluator.model import CardKey
 from evaluator.store import Database
 from evaluator.store import api_queries as q
@@ -77,7 +78,7 @@ def _time(label: str, fn: Callable[[], object], repeat: int) -> None:
 async def _http(db: Database, paths: list[str]) -> None:
     ctx = ApiContext(db=db, clock=lambda: NOW, current_rule_version="v1-ecc-growth", tokens=None,
                      listen_host="127.0.0.1", registry=CollectorRegistry())
-    app = web.Application(middlewares=[error_middleware(RequestMetrics(ctx.registry))])
+    app = new_application(RequestMetrics(ctx.registry), tokens=None, listen_host="127.0.0.1")
     add_api_routes(app, ctx)
     async with TestClient(TestServer(app, host="127.0.0.1")) as client:
         for path in paths:

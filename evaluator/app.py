@@ -31,7 +31,9 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from evaluator.http.errors import RequestMetrics, error_middleware
+from evaluator.http.access import new_application, open_mode, unruled_routes
+from evaluator.http.api.auth import TokenSet
+from evaluator.http.errors import RequestMetrics
 from evaluator.http.ops import add_ops_routes
 from evaluator.selfmetrics import SelfMetrics
 from gpu_health.errors import GpuHealthError
@@ -55,9 +57,14 @@ class EvaluatorApp:
     """Hosts one evaluator process's loops and web application (aiohttp cleanup_ctx)."""
 
     def __init__(self, *, registry: CollectorRegistry | None = None,
-                 metrics: SelfMetrics | None = None, start_loops: bool = True) -> None:
+                 metrics: SelfMetrics | None = None, start_loops: bool = True,
+                 tokens: TokenSet | None = None, listen_host: str = "127.0.0.1") -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.metrics = metrics if metrics is not None else SelfMetrics(self.registry)
+        # Series that name nodes (or count over every tenant's nodes): docs/security.md.
+        self.node_registry = CollectorRegistry()
+        self.open_mode = open_mode(tokens, listen_host)
+        self.metrics = metrics if metrics is not None else SelfMetrics(self.registry,
+                                                                       self.node_registry)
         self.start_loops = start_loops
         self.started = False
         self.loop_ticks: dict[str, float] = {}  # loop name -> event-loop time of last tick end
@@ -69,8 +76,8 @@ class EvaluatorApp:
         self._started_hooks: list[Hook] = []
         self._stop_hooks: list[Hook] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self.web_app = web.Application(middlewares=[error_middleware(
-            RequestMetrics(self.registry))])
+        self.web_app = new_application(RequestMetrics(self.registry), tokens=tokens,
+                                       listen_host=listen_host)
         add_ops_routes(self.web_app, self)
         self.web_app.cleanup_ctx.append(self._lifecycle)
 
@@ -134,6 +141,10 @@ class EvaluatorApp:
 
     async def open(self) -> None:
         """Run the start hooks and the at-start ticks, then start the loops."""
+        missing = unruled_routes(self.web_app)
+        if missing:  # a programming error: every route must say who may call it
+            raise GpuHealthError(f"routes without an access rule: {', '.join(missing)}",
+                                 reason="no_access_rule")
         for hook in self._start_hooks:
             await hook()
         for loop in self._loops.values():

@@ -30,9 +30,10 @@ from evaluator.alerts.loop import AlertLoop
 from evaluator.app import EvaluatorApp
 from evaluator.config.file import Config
 from evaluator.config.rules import load_ruleset
-from evaluator.http.api import ApiContext, add_api_routes
-from evaluator.http.api.auth import TokenSet, load_tokens
-from evaluator.http.ops import add_targets_route
+from evaluator.http.api.auth import Principal, TokenSet, load_tokens
+from evaluator.http.api.context import ApiContext
+from evaluator.http.api.routes import add_api_routes
+from evaluator.http.ops import NodeViews, add_node_routes
 from evaluator.ingest.cycle import Ingestor
 from evaluator.ingest.dedup import DedupCache
 from evaluator.ingest.discovery import TICK_SECONDS, Discovery
@@ -42,6 +43,7 @@ from evaluator.ingest.scrape import Scraper
 from evaluator.rules.ruleset import RuleSet
 from evaluator.selfmetrics import SelfMetrics
 from evaluator.stats.snapshot import DEFAULT_REFRESH_SECONDS, PredictionState
+from evaluator.store.api_queries import visible_nodes
 from evaluator.store.backtest import refuse_backtest_file
 from evaluator.store.db import Database
 from evaluator.worker import Worker, WorkerMetrics
@@ -89,7 +91,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     ruleset = load_active_ruleset(config, environ)
     tokens = None if config.api_tokens_file is None else load_tokens(config.api_tokens_file)
     db = Database(config.storage_path)
-    app = EvaluatorApp(start_loops=start_loops)
+    app = EvaluatorApp(start_loops=start_loops, tokens=tokens, listen_host=config.listen_host)
     try:
         refuse_backtest_file(db, config.storage_path)
         worker = Worker(db, ruleset, clock, metrics=WorkerMetrics(app.registry))
@@ -107,7 +109,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         current_rule_version=ruleset.version, tokens=tokens, listen_host=config.listen_host,
         registry=app.registry, retention_days=config.retention_days, ruleset=ruleset))
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
-                            registry=app.registry)
+                            registry=app.node_registry)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
     alerts = _alert_loop(config, app, db, clock, discovery)
     app.on_stop(lambda: asyncio.to_thread(db.close))  # registered first: runs last
@@ -127,7 +129,8 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database,
     retention = Retention(db, days=config.retention_days, clock=clock, metrics=metrics)
     scrape = config.scrape
     scraper = Scraper(timeout=scrape.timeout, max_concurrency=scrape.max_concurrency,
-                      max_response_bytes=scrape.max_response_bytes, clock=clock)
+                      max_response_bytes=scrape.max_response_bytes, clock=clock,
+                      sample_limit=scrape.sample_limit, max_cards=scrape.max_cards_per_target)
     cache = DedupCache(config.dedup.max_entries, timedelta(seconds=config.dedup.idle_seconds))
     ingestor = Ingestor(db, cache, keepalive=timedelta(seconds=config.keepalive_seconds),
                         source=config.ingest_source, metrics=metrics,
@@ -154,10 +157,27 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database,
     app.add_loop("discovery", TICK_SECONDS, discover, at_start=True)
     app.add_loop("ingest", scrape.interval, pipeline.run_cycle,
                  stuck_after=max(3 * scrape.interval + scrape.timeout, 300.0))
-    add_targets_route(app.web_app, lambda: (discovery.targets, pipeline.last_results,
-                                            discovery.conflicts, discovery.last_errors))
+    add_node_routes(app.web_app, app, _node_views(db, discovery, pipeline))
     app.on_start(lambda: _log_ready(config, discovery), after_ticks=True)
     return pipeline, discovery, retention
+
+
+def _node_views(db: Database, discovery: Discovery, pipeline: IngestPipeline) -> NodeViews:
+    """Which nodes a caller may see: those the store files under one of its tenants (as the
+    API decides) and the discovered targets labelled with one of them."""
+
+    async def visible(principal: Principal) -> frozenset[str]:
+        tenants = principal.tenant_list or []
+        stored = await db.run(visible_nodes, db, tenants)
+        return stored | {t.node_id for t in discovery.targets if t.tenant in tenants}
+
+    def target_node(url: str) -> str | None:
+        return next((t.node_id for t in discovery.targets if t.url == url), None)
+
+    return NodeViews(
+        targets=lambda: (discovery.targets, pipeline.last_results, discovery.conflicts,
+                         discovery.last_errors),
+        visible=visible, target_node=target_node)
 
 
 async def _log_ready(config: Config, discovery: Discovery) -> None:
@@ -181,6 +201,7 @@ def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
         return {t.node_id for t in discovery.targets}
 
     loop = AlertLoop(db, config.alerting, external_url=config.external_url, clock=clock,
-                     registry=app.registry, present_nodes=present_nodes)
+                     registry=app.registry, present_nodes=present_nodes,
+                     node_registry=app.node_registry)
     app.add_loop("alerts", loop.interval, loop.tick)
     return loop

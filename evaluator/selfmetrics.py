@@ -4,6 +4,8 @@ Names are prefixed ``gpu_health_evaluator_``; docs/evaluator-ingest.md lists the
 (the prediction worker, the alert pusher) register their collectors on the same registry
 (``EvaluatorApp.registry``) and count loop errors through :meth:`SelfMetrics.loop_error`.
 Per-target series are removed when a target leaves discovery so the label set stays bounded.
+They name nodes and target URLs, so they live on ``node_registry`` (the series with node data,
+shown only to callers allowed to see those nodes: docs/security.md); the rest on ``registry``.
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ class _StatementsCollector(Collector):
 class SelfMetrics:
     """All ingest self-metrics. One instance per registry (names cannot be registered twice)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry,
+                 node_registry: CollectorRegistry | None = None) -> None:
         self.registry = registry
         r = registry
         p = PREFIX
-        self._targets(r, p)
+        self._targets(node_registry if node_registry is not None else registry, p)
         self._ingest(r, p)
         self._operations(r, p)
         for source in SOURCES:
@@ -63,11 +66,11 @@ class SelfMetrics:
         self.last_error_time = Gauge(p + "target_last_error_timestamp_seconds", "When the "
                                      "target's most recent failed scrape happened.", ["target"],
                                      registry=r)
-        self.scrape_errors = Counter(p + "scrape_errors", "Failed scrapes by reason.",
-                                     ["reason"], registry=r)
 
     def _ingest(self, r: CollectorRegistry, p: str) -> None:
-        """What the write path did with the cards."""
+        """What the write path did with the cards (counts by reason: no node data)."""
+        self.scrape_errors = Counter(p + "scrape_errors", "Failed scrapes by reason.",
+                                     ["reason"], registry=r)
         self.series_ignored = Counter(p + "series_ignored", "Exporter series not used, by "
                                       "reason.", ["reason"], registry=r)
         self.values_unknown = Counter(p + "values_unknown", "Counter values read as unknown "

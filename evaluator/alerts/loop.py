@@ -77,7 +77,8 @@ class AlertLoop:
     """Owns the pusher, its HTTP session and the alert self-metrics."""
 
     def __init__(self, db: Database, config: AlertingConfig, *, external_url: str, clock: Clock,
-                 registry: CollectorRegistry, present_nodes: PresentNodes) -> None:
+                 registry: CollectorRegistry, present_nodes: PresentNodes,
+                 node_registry: CollectorRegistry | None = None) -> None:
         self.db = db
         self.config = config
         self.clock = clock
@@ -86,7 +87,7 @@ class AlertLoop:
         self.grace = timedelta(seconds=config.node_removal_grace)
         self.horizon = max(RESOLVED_HORIZON, 4 * self.resend)
         self.metrics = AlertMetrics(registry, clock, timedelta(seconds=config.backlog_after),
-                                    config.alertmanagers)
+                                    config.alertmanagers, node_registry)
         self.pusher = Pusher(config.alertmanagers, resend_interval=self.resend,
                              timeout=config.timeout, external_url=external_url,
                              metrics=self.metrics)

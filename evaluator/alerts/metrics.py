@@ -50,7 +50,10 @@ class AlertMetrics:
     """Registered once per registry."""
 
     def __init__(self, registry: CollectorRegistry, clock: Clock, backlog_after: timedelta,
-                 alertmanagers: Sequence[str] = ()) -> None:
+                 alertmanagers: Sequence[str] = (),
+                 node_registry: CollectorRegistry | None = None) -> None:
+        """``node_registry`` takes the open-alert series (they name nodes, and their counts
+        are over every tenant's nodes: docs/security.md); default ``registry``."""
         self.clock = clock
         self.backlog_after = backlog_after
         self.open_alerts: tuple[tuple[str, datetime], ...] | None = None
@@ -74,7 +77,7 @@ class AlertMetrics:
                 self.pushes.labels(am, result)
         for by in ("operator", "node_removed"):
             self.closed.labels(by)
-        registry.register(_OpenAlerts(self))
+        (node_registry if node_registry is not None else registry).register(_OpenAlerts(self))
 
     def set_open(self, alerts: Iterable[tuple[str, datetime]]) -> None:
         """The open alerts as (node, opened_at), from the latest sync."""

@@ -45,12 +45,22 @@ _TOP_KEYS: Final = (
 # deployment (the Docker image) copies rules/ elsewhere and sets rules.dir in its config file.
 
 
+DEFAULT_SAMPLE_LIMIT: Final = 5000
+DEFAULT_MAX_CARDS: Final = 64
+
+
 @dataclass(frozen=True, slots=True)
 class ScrapeConfig:
     interval: float = 60.0
     timeout: float = 10.0
     max_concurrency: int = 64
     max_response_bytes: int = 10 * 1024 * 1024
+    # Like Prometheus's sample_limit: a node with 16 cards exports about 350 series (five
+    # counters, gpu_info and the Xid series per card, plus the exporter's self-metrics); the
+    # defaults leave 10x headroom and stop a runaway (or hostile) target long before it can
+    # flood the store.
+    sample_limit: int = DEFAULT_SAMPLE_LIMIT
+    max_cards_per_target: int = DEFAULT_MAX_CARDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +140,10 @@ def retention_days_from_env(environ: Mapping[str, str]) -> int:
     further than year 1, and a century keeps everything anyway).
     """
     raw = environ.get(RETENTION_ENV)
-    if raw is None or not raw.strip():
+    if raw is None:
         return DEFAULT_RETENTION_DAYS
     text = raw.strip()
+    # An empty value is a typo too (``GPU_HEALTH_RETENTION_DAYS=`` in a unit file): warn.
     if not (text.isascii() and text.isdigit()) or int(text) <= 0:
         log.warning(
             "%s=%r is not a positive whole number of days; using the default %d",
@@ -230,7 +241,8 @@ def _path(raw: Mapping[str, Any], key: str, base: Path, default: Path, c: Checke
 
 def _scrape(c: Checker, value: object) -> ScrapeConfig:
     raw = c.section({"scrape": value}, "scrape",
-                    ("interval", "timeout", "max_concurrency", "max_response_bytes"))
+                    ("interval", "timeout", "max_concurrency", "max_response_bytes",
+                     "sample_limit", "max_cards_per_target"))
     interval = c.duration(raw, "interval", "scrape.interval", 60.0)
     timeout = c.duration(raw, "timeout", "scrape.timeout", min(10.0, interval))
     if timeout > interval:
@@ -243,6 +255,11 @@ def _scrape(c: Checker, value: object) -> ScrapeConfig:
                                   10_000),
         max_response_bytes=c.size(raw, "max_response_bytes", "scrape.max_response_bytes",
                                   10 * 1024 * 1024),
+        sample_limit=c.integer(raw, "sample_limit", "scrape.sample_limit",
+                               DEFAULT_SAMPLE_LIMIT, 1, 10_000_000),
+        max_cards_per_target=c.integer(raw, "max_cards_per_target",
+                                       "scrape.max_cards_per_target", DEFAULT_MAX_CARDS, 1,
+                                       100_000),
     )
 
 

@@ -150,7 +150,9 @@ def merge_groups(sources: Iterable[Sequence[TargetGroup]]) -> Merged:
     """All targets of all groups, in order, one per URL and one per node id.
 
     Two endpoints claiming the same node id would feed the same cards from two exporters (every
-    scrape a "change", every row a lie), so the first one wins and the others are reported.
+    scrape a "change", every row a lie), so the first one wins and the others are reported. The
+    same endpoint listed twice with another node or tenant is reported too (the first listing
+    wins): silently picking one would file a node under a tenant nobody chose.
     """
     by_url: dict[str, Target] = {}
     by_node: dict[str, str] = {}
@@ -160,7 +162,13 @@ def merge_groups(sources: Iterable[Sequence[TargetGroup]]) -> Merged:
             labels = dict(group.labels)
             for address in group.targets:
                 target = target_from(address, labels)
-                if target.url in by_url:
+                first = by_url.get(target.url)
+                if first is not None:
+                    if (first.node_id, first.tenant) != (target.node_id, target.tenant):
+                        conflicts.append(
+                            f"{target.url} listed again as node {target.node_id!r} tenant "
+                            f"{target.tenant!r}: ignored, it is scraped as node "
+                            f"{first.node_id!r} tenant {first.tenant!r}")
                     continue
                 owner = by_node.get(target.node_id)
                 if owner is not None:

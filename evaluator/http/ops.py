@@ -1,43 +1,61 @@
-"""HTTP endpoints about the evaluator itself: /metrics, /healthz, /readyz, /targets.
+"""HTTP endpoints about the evaluator itself, each with its access rule (docs/security.md).
 
-- ``/metrics``: the process's CollectorRegistry in the Prometheus text format;
-- ``/healthz``: liveness; 503 only when a loop with a liveness limit (the ingest loop:
-  ``max(3 x interval + timeout, 5 min)``) has not finished a tick, successful or not, within
-  it, i.e. it is stuck, not merely failing;
-- ``/readyz``: 200 when every readiness check passes (store open, discovery has produced a
-  target list from every source, plus the checks other parts add), else 503 with the reasons;
-- ``/targets``: every target with its last scrape result and error text (for operators).
+- ``/metrics`` (public): the process's own metrics; in the open mode (no tokens file and a
+  loopback listener) also every series with node data;
+- ``/healthz`` (public): 503 only when a loop with a liveness limit (ingest:
+  ``max(3 x interval + timeout, 5 min)``) has not finished a tick within it;
+- ``/readyz`` (public): 200 when every readiness check passes, else 503 with the reasons;
+- ``/targets`` (nodes:read): the caller's tenants' targets with their last scrape; discovery
+  conflicts and errors only for an all-tenants caller;
+- ``/api/v1/gpu-health/metrics`` (nodes:read): ``/metrics`` plus the series with node data of
+  the caller's nodes (what Prometheus scrapes with a token when a tokens file is configured).
 
-Errors of these handlers take the one error path (:mod:`evaluator.http.errors`).
+A series carries node data when it has a ``node`` label or a ``target`` label (a target URL is
+a node's address). Series without either that live on the node registry (fleet-wide counts and
+ratios over every tenant's nodes) are shown only to an all-tenants caller.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from evaluator.config.targets import Target
+from evaluator.http.access import PRINCIPAL, Rule, allow
+from evaluator.http.api.auth import Principal
 from evaluator.ingest.scrape import ScrapeResult
+
+NODE_METRICS_PATH: Final = "/api/v1/gpu-health/metrics"
 
 
 class OpsHost(Protocol):
     """What the operator endpoints read from the process host (``evaluator.app``)."""
 
     registry: CollectorRegistry
+    node_registry: CollectorRegistry
+    open_mode: bool
 
     def readiness(self) -> dict[str, str | None]: ...
 
     def stuck_loop(self) -> str | None: ...
 
 
+def _metrics_response(body: bytes) -> web.Response:
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
 def add_ops_routes(app: web.Application, host: OpsHost) -> None:
     async def metrics(_request: web.Request) -> web.Response:
-        body = await asyncio.to_thread(generate_latest, host.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        shown: list[CollectorRegistry] = [host.registry]
+        if host.open_mode:
+            shown.append(host.node_registry)
+        return _metrics_response(await asyncio.to_thread(render, shown, _everything))
 
     async def healthz(_request: web.Request) -> web.Response:
         problem = host.stuck_loop()
@@ -49,28 +67,84 @@ def add_ops_routes(app: web.Application, host: OpsHost) -> None:
         return web.json_response({"ready": not failing, "not_ready": failing},
                                  status=503 if failing else 200)
 
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
+    for path, handler in (("/metrics", metrics), ("/healthz", healthz), ("/readyz", readyz)):
+        app.router.add_get(path, handler)
+        allow(app, path, Rule.PUBLIC)
 
 
-TargetsView = Callable[[], tuple[Sequence[Target], Mapping[str, ScrapeResult],
-                                 Sequence[str], Mapping[str, str]]]
+class _Shown:
+    """A registry view keeping only the samples ``keep`` allows (families stay, maybe empty)."""
+
+    def __init__(self, registries: Iterable[CollectorRegistry],
+                 keep: Callable[[Mapping[str, str]], bool]) -> None:
+        self.registries, self.keep = list(registries), keep
+
+    def collect(self) -> Iterable[Metric]:
+        for registry in self.registries:
+            for family in registry.collect():
+                copy = Metric(family.name, family.documentation, family.type, family.unit)
+                copy.samples = [s for s in family.samples if self.keep(s.labels)]
+                yield copy
 
 
-def add_targets_route(app: web.Application, view: TargetsView) -> None:
-    """``/targets`` from ``view()``: (targets, last result by URL, conflicts, discovery
-    errors by source)."""
+def _everything(_labels: Mapping[str, str]) -> bool:
+    return True
 
-    async def targets(_request: web.Request) -> web.Response:
-        listed, results, conflicts, errors = view()
+
+def render(registries: Iterable[CollectorRegistry],
+           keep: Callable[[Mapping[str, str]], bool]) -> bytes:
+    """The text exposition of ``registries``, only the samples ``keep`` allows."""
+    return generate_latest(_Shown(registries, keep))
+
+
+@dataclass(frozen=True)
+class NodeViews:
+    """Where node data comes from: the targets page's parts, and which nodes a caller sees."""
+
+    targets: Callable[[], tuple[Sequence[Target], Mapping[str, ScrapeResult],
+                                Sequence[str], Mapping[str, str]]]
+    visible: Callable[[Principal], Awaitable[frozenset[str]]]  # only for callers with tenants
+    target_node: Callable[[str], str | None]  # target URL -> node id
+
+
+def add_node_routes(app: web.Application, host: OpsHost, views: NodeViews) -> None:
+    """``/targets`` and the authenticated metrics path, filtered to the caller's nodes."""
+
+    async def targets(request: web.Request) -> web.Response:
+        principal = request[PRINCIPAL]
+        listed, results, conflicts, errors = views.targets()
+        full = principal.tenants is None
+        mine = [t for t in listed if full or (t.tenant is not None
+                                              and t.tenant in (principal.tenants or ()))]
         return web.json_response({
-            "targets": [target_row(t, results.get(t.url)) for t in listed],
-            "discovery_conflicts": list(conflicts),
-            "discovery_errors": dict(errors),
+            "targets": [target_row(t, results.get(t.url)) for t in mine],
+            "discovery_conflicts": list(conflicts) if full else [],
+            "discovery_errors": dict(errors) if full else {},
         })
 
+    async def node_metrics(request: web.Request) -> web.Response:
+        principal = request[PRINCIPAL]
+        keep = _everything if principal.tenants is None else _keeper(
+            await views.visible(principal), views.target_node)
+        body = await asyncio.to_thread(render, [host.registry], _everything)
+        body += await asyncio.to_thread(render, [host.node_registry], keep)
+        return _metrics_response(body)
+
     app.router.add_get("/targets", targets)
+    allow(app, "/targets", Rule.NODES_READ)
+    app.router.add_get(NODE_METRICS_PATH, node_metrics)
+    allow(app, NODE_METRICS_PATH, Rule.NODES_READ)
+
+
+def _keeper(visible: frozenset[str],
+            target_node: Callable[[str], str | None]) -> Callable[[Mapping[str, str]], bool]:
+    def keep(labels: Mapping[str, str]) -> bool:
+        node = labels.get("node")
+        if node is None and "target" in labels:
+            node = target_node(labels["target"])
+        return node is not None and node in visible
+
+    return keep
 
 
 def target_row(target: Target, result: ScrapeResult | None) -> dict[str, Any]:

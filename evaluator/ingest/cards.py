@@ -36,6 +36,7 @@ from gpu_health.contract import (
     XID_METRIC,
     CounterKey,
 )
+from gpu_health.errors import ParseError
 
 MAX_COUNTER = 2**63 - 1
 MAX_GPU_INDEX = 2**31 - 1  # the store's gpu_index column is INTEGER
@@ -200,7 +201,15 @@ def _finish(index: int, card: _CardBuilder, ignored: Counter[str]) -> CardReadin
     return CardReading(index, card_uuid, Counters(*values), xids)
 
 
-def parse_cards(text: str) -> CardExtraction:
-    """Validate a whole exposition and extract its cards (raises ParseError on bad text)."""
+def parse_cards(text: str, *, sample_limit: int | None = None,
+                max_cards: int | None = None) -> CardExtraction:
+    """Validate a whole exposition and extract its cards (raises ParseError on bad text, and
+    with reason ``sample_limit`` above ``sample_limit`` samples or ``max_cards`` cards)."""
     unused: Counter[str] = Counter()
-    return extract_cards(parse_samples(text, WANTED_METRICS, unused), unused)
+    extraction = extract_cards(parse_samples(text, WANTED_METRICS, unused, sample_limit),
+                               unused)
+    if max_cards is not None and len(extraction.cards) > max_cards:
+        raise ParseError(f"{len(extraction.cards)} cards, more than {max_cards} "
+                         "(scrape.max_cards_per_target): the target is refused whole",
+                         reason="sample_limit")
+    return extraction

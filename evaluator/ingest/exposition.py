@@ -97,15 +97,20 @@ def _check_comment(line: str) -> None:
 
 
 def parse_samples(text: str, wanted: Collection[str] | None = None,
-                  unused: Counter[str] | None = None) -> list[RawSample]:
+                  unused: Counter[str] | None = None,
+                  sample_limit: int | None = None) -> list[RawSample]:
     """Validate every line of ``text``; return the samples named in ``wanted`` (None: all).
 
     ``unused``, when given, counts the other sample lines by metric name (validated, not
     decoded), so callers can say what they ignored. Raises :class:`ParseError` naming the first
-    bad line (1-based) and showing its start.
+    bad line (1-based) and showing its start, and ``ParseError(reason="sample_limit")`` as soon
+    as the text holds more than ``sample_limit`` samples (every sample line counts, wanted or
+    not, as Prometheus's ``sample_limit`` does), before it decodes the rest.
     """
     samples: list[RawSample] = []
     match_line = _SAMPLE_RE.fullmatch
+    seen = 0
+    limit = sample_limit if sample_limit is not None else -1
     for number, raw_line in enumerate(text.split("\n"), start=1):
         line = raw_line.strip()
         if not line:
@@ -114,6 +119,10 @@ def parse_samples(text: str, wanted: Collection[str] | None = None,
             if line[0] == "#":
                 _check_comment(line)
                 continue
+            seen += 1
+            if seen == limit + 1:
+                raise ParseError(f"more than {limit} samples (scrape.sample_limit): the "
+                                 "target is refused whole", reason="sample_limit")
             match = match_line(line)
             if match is None:
                 raise ValueError("not a sample line")

@@ -54,8 +54,11 @@ class Scraper:
     """Owns one aiohttp session (connection reuse across cycles); use ``async with``."""
 
     def __init__(self, *, timeout: float, max_concurrency: int, max_response_bytes: int,
-                 clock: Clock) -> None:
+                 clock: Clock, sample_limit: int | None = None,
+                 max_cards: int | None = None) -> None:
         self.timeout = timeout
+        self.sample_limit = sample_limit
+        self.max_cards = max_cards
         self.max_response_bytes = max_response_bytes
         self.clock = clock
         self._limit = asyncio.Semaphore(max_concurrency)
@@ -88,7 +91,8 @@ class Scraper:
             started = time.perf_counter()
             try:
                 body = await self._fetch(target)
-                extraction = parse_cards(body)
+                extraction = parse_cards(body, sample_limit=self.sample_limit,
+                                         max_cards=self.max_cards)
             except Exception as exc:  # the one catch-all per target: record, never propagate
                 reason, message = _describe(exc, self.timeout)
                 log.debug("scrape of %s failed (%s): %s", target.url, reason, message)

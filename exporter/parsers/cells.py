@@ -17,6 +17,9 @@ from gpu_health.errors import ParseError
 from ..model import CardReading
 
 _COUNT = re.compile(r"[0-9]+")
+# The text exposition format carries float64 values: above 2^53 not every integer has one, so
+# such a count would be exported rounded (1e+26) as if exact. It is unknown instead, and said.
+MAX_EXACT_COUNT = 2**53
 # domain:bus:device.function as the tools print it (4-digit domain in xpu_smi 4.x and cnmon,
 # 8-digit in nvidia-smi and xpu-smi 5.x).
 PCI_ADDRESS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
@@ -50,7 +53,12 @@ class CellReader:
         """A non-negative integer, or None (unknown)."""
         text = cell.strip()
         if _COUNT.fullmatch(text):
-            return int(text)
+            value = int(text)
+            if value <= MAX_EXACT_COUNT:
+                return value
+            self.anomalies.append(f"{where}: count {text[:40]} is above 2^53 and cannot be "
+                                  "exported exactly; treated as unknown")
+            return None
         self._unknown(text, where)
         return None
 

@@ -3,8 +3,10 @@
 The probe (``--help-query-gpu``) is cached for 30 minutes: field names are fixed per driver, and
 a driver upgrade restarts the node's GPU stack anyway. Only candidate fields the help lists are
 queried, because a single unknown name fails the whole query (exit 2). If the driver still
-refuses a listed field, the field it names is dropped until the help text changes, so the next
-tick recovers without it instead of failing forever.
+refuses a listed field, the field it names is dropped until the next probe (at most 30 minutes
+later, or at once when the help text changes), so the next tick recovers without it instead of
+failing forever, and a refusal that was transient (a driver reload, MIG reconfiguration) does
+not switch the field off for the life of the process.
 """
 
 from __future__ import annotations
@@ -89,8 +91,11 @@ class NvidiaSource(VendorSource):
             return probe.fields
         result = self.runner.run(self.binary, ("--help-query-gpu",)).require_success()
         fields = nvidia.parse_help(result.stdout)
+        if self._rejected:
+            log.info("nvidia-smi probe: querying the refused field(s) %s again",
+                     ", ".join(sorted(self._rejected)))
+        self._rejected = frozenset()  # every probe gives every listed field a chance again
         if probe is None or probe.fields != fields:
-            self._rejected = frozenset()  # new driver: give every listed field a chance again
             missing = [f for f in nvidia.HEALTH_FIELDS if not fields.supports(f)]
             log.info("nvidia-smi probe: %d fields listed; candidate fields not listed: %s",
                      len(fields.names), ", ".join(missing) or "none")
@@ -101,5 +106,5 @@ class NvidiaSource(VendorSource):
         if field is None or field not in columns or field in nvidia.REQUIRED_IDENTITY:
             return
         log.warning("nvidia-smi refused field %r although its help lists it; querying "
-                    "without it until the driver's field list changes", field)
+                    "without it until the next probe (at most %s)", field, self.probe_ttl)
         self._rejected = self._rejected | {field}

@@ -16,10 +16,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from jsonschema import Draft202012Validator, FormatChecker
 from prometheus_client import CollectorRegistry
 
-from evaluator.http.api import ApiContext, add_api_routes
+from evaluator.http.access import new_application
 from evaluator.http.api.auth import TokenSet, hash_token, load_tokens
+from evaluator.http.api.context import ApiContext
 from evaluator.http.api.openapi import document
-from evaluator.http.errors import RequestMetrics, error_middleware
+from evaluator.http.api.routes import add_api_routes
+from evaluator.http.errors import RequestMetrics
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store import Database
 from evaluator.store.samples import insert_samples
@@ -100,7 +102,8 @@ def make_ctx(db: Database, *, tokens: TokenSet | None = None, listen_host: str =
 @asynccontextmanager
 async def serve(ctx: ApiContext) -> AsyncIterator[TestClient[web.Request, web.Application]]:
     """A real HTTP server on 127.0.0.1 (ephemeral port) serving the API, and a client for it."""
-    app = web.Application(middlewares=[error_middleware(RequestMetrics(ctx.registry))])
+    app = new_application(RequestMetrics(ctx.registry), tokens=ctx.tokens,
+                          listen_host=ctx.listen_host)
     add_api_routes(app, ctx)
     async with TestClient(TestServer(app, host="127.0.0.1")) as client:
         yield client

@@ -147,6 +147,15 @@ def test_rejected_field_is_read_from_the_tools_message() -> None:
 
 def test_cell_reader_counts_only_plain_non_negative_integers() -> None:
     reader = CellReader()
-    assert reader.count(" 18446744073709551615 ", "x") == 18446744073709551615
+    assert reader.count(f" {2**53} ", "x") == 2**53
     assert [reader.count(c, "x") for c in ("+1", "1e3", "٣", "0x10")] == [None] * 4
     assert len(reader.anomalies) == 4
+
+
+@pytest.mark.parametrize("cell", [str(2**53 + 1), "18446744073709551615", "1" + "0" * 26])
+def test_a_count_above_2_53_is_unknown_not_a_rounded_float(cell: str) -> None:
+    # The exposition format is float64: 10^26 would be exported as 1e+26, as if exact.
+    out = nvidia.parse_query(row(cells=(cell, cell, "0", "0", "No", "No")), FULL_PLAN)
+    counters = out.readings[0].counters
+    assert counters["ecc_uncorrected_total"] is None and counters["ecc_corrected_total"] is None
+    assert len(out.anomalies) == 2 and all("2^53" in a for a in out.anomalies)

@@ -71,6 +71,27 @@ def test_field_refused_despite_help_is_dropped_and_the_next_tick_recovers_no_rea
     assert nvidia.REMAP_FAILURE not in last_query
 
 
+def test_a_refused_field_is_queried_again_after_the_30_minute_probe_no_real_capture(
+    make_exporter: MakeExporter, clock: FakeClock, tool_env: dict[str, str], tmp_path: Path
+) -> None:
+    mode = tmp_path / "mode"
+    tool_env["FAKE_NVIDIA_MODE_FILE"] = str(mode)
+    mode.write_text("exit2")  # refused once (a driver reload, say), with an unchanged help text
+    exporter = make_exporter()
+    exporter.loop.tick()
+    mode.write_text("ok")
+    clock.advance(29 * 60)
+    exporter.loop.tick()  # still inside the probe's 30 minutes: queried without the field
+    assert nvidia.REMAP_FAILURE not in invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))[-1][0]
+    clock.advance(2 * 60)
+    exporter.loop.tick()  # the probe ran again: every listed field gets its chance back
+    calls = invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))
+    assert calls[-2] == ["--help-query-gpu"] and nvidia.REMAP_FAILURE in calls[-1][0]
+    metrics = scrape(exporter.registry)
+    assert metrics.get(FIELD_SUPPORTED_METRIC, field=nvidia.REMAP_FAILURE) == 1
+    assert metrics.get("gpu_health_remapped_rows_failure", **CARD0) == 0
+
+
 def test_probe_failure_is_counted_as_probe_and_retried_next_tick(
     make_exporter: MakeExporter, tool_env: dict[str, str], tmp_path: Path
 ) -> None:

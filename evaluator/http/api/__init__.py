@@ -1,7 +1,3 @@
-"""The evaluator's read API (/api/v1/gpu-health/...): auth, parameter validation, handlers and
-the OpenAPI document. Mount it with ``add_api_routes(app, ApiContext(...))``; see docs/api.md."""
-
-from evaluator.http.api.context import ApiContext
-from evaluator.http.api.routes import add_api_routes
-
-__all__ = ["ApiContext", "add_api_routes"]
+"""The evaluator's read API (/api/v1/gpu-health/...) and its alert action: auth, parameter
+validation, handlers and the OpenAPI document. Mount it with
+``routes.add_api_routes(app, context.ApiContext(...))``; see docs/api.md."""

@@ -20,15 +20,9 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from evaluator.http.access import PRINCIPAL, Rule, allow
 from evaluator.http.api import alerts, handlers_cards, handlers_predictions
-from evaluator.http.api.auth import (
-    SCOPE_ALERTS_WRITE,
-    SCOPE_NODES_READ,
-    Principal,
-    authenticate,
-    is_loopback,
-    require_scope,
-)
+from evaluator.http.api.auth import SCOPE_ALERTS_WRITE, SCOPE_NODES_READ, Principal, is_loopback
 from evaluator.http.api.context import ApiContext, dumps
 from evaluator.http.api.openapi import PREFIX, document
 from evaluator.http.api.params import Query
@@ -79,9 +73,7 @@ ENDPOINTS: Final[tuple[Endpoint | Action, ...]] = (
 
 def _handler(ctx: ApiContext, endpoint: Endpoint) -> Callable[[web.Request], Awaitable[Any]]:
     async def handle(request: web.Request) -> web.Response:
-        principal = authenticate(request.headers.get("Authorization"), ctx.tokens,
-                                 ctx.listen_host)
-        require_scope(principal, endpoint.scope)
+        principal = request[PRINCIPAL]  # authenticated and scope-checked by the access rule
         query = Query.parse(request.query.items(), endpoint.params)
         return web.json_response(await endpoint.fn(ctx, principal, query), dumps=dumps)
 
@@ -100,9 +92,7 @@ async def _json_body(request: web.Request) -> object:
 
 def _action(ctx: ApiContext, action: Action) -> Callable[[web.Request], Awaitable[Any]]:
     async def handle(request: web.Request) -> web.Response:
-        principal = authenticate(request.headers.get("Authorization"), ctx.tokens,
-                                 ctx.listen_host)
-        require_scope(principal, action.scope)
+        principal = request[PRINCIPAL]  # authenticated and scope-checked by the access rule
         Query.parse(request.query.items(), action.params)
         body = await _json_body(request)
         result = await action.fn(ctx, principal, dict(request.match_info), body)
@@ -133,9 +123,10 @@ def _log_auth_mode(ctx: ApiContext) -> None:
 
 
 def add_api_routes(app: web.Application, ctx: ApiContext) -> None:
-    """Mount /api/v1 (the endpoints and /api/v1/openapi.json) on ``app``, whose middlewares
-    must include :func:`evaluator.http.errors.error_middleware`. Call once per application,
-    before it starts."""
+    """Mount /api/v1 (the endpoints and /api/v1/openapi.json) on ``app``, made by
+    :func:`evaluator.http.access.new_application` (the error path and the access rules), and
+    record each route's rule: its scope, or public for the OpenAPI document. Call once per
+    application, before it starts."""
     _log_auth_mode(ctx)
     api = web.Application()
     for endpoint in ENDPOINTS:
@@ -144,5 +135,7 @@ def add_api_routes(app: web.Application, ctx: ApiContext) -> None:
             api.router.add_route(endpoint.method, route, _action(ctx, endpoint))
         else:
             api.router.add_get(route, _handler(ctx, endpoint))
+        allow(app, endpoint.path, Rule(endpoint.scope))
     api.router.add_get("/openapi.json", _openapi)
+    allow(app, f"{API_ROOT}/openapi.json", Rule.PUBLIC)
     app.add_subapp(API_ROOT, api)

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from evaluator.app import EvaluatorApp
+from evaluator.http.access import Rule, allow
 from evaluator.http.errors import UNPARSEABLE
 from evaluator.http.server import bind, listening
 from evaluator.main import main
@@ -32,8 +33,9 @@ def host() -> EvaluatorApp:
     async def bug(_request: web.Request) -> web.Response:
         raise KeyError("internal detail")
 
-    app.web_app.router.add_get("/broken", broken)
-    app.web_app.router.add_get("/bug", bug)
+    for path, handler in (("/broken", broken), ("/bug", bug)):
+        app.web_app.router.add_get(path, handler)
+        allow(app.web_app, path, Rule.PUBLIC)
     return app
 
 

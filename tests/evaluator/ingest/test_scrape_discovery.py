@@ -44,7 +44,22 @@ def test_node_label_then_host_fallback_and_conflicts() -> None:
     assert [(t.node_id, t.tenant) for t in merged.targets] == [
         ("10.0.0.1", "acme"), ("10.0.0.2", "acme")
     ]
-    assert len(merged.conflicts) == 1 and "10.0.0.3" in merged.conflicts[0]
+    assert len(merged.conflicts) == 2 and "10.0.0.3" in merged.conflicts[0]
+    assert "listed again as node 'other'" in merged.conflicts[1]  # reported, not dropped silently
+
+
+async def test_the_same_url_in_two_file_sd_groups_with_another_tenant_is_a_conflict(
+        tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(json.dumps([
+        {"targets": ["gpu-9:9835"], "labels": {"node": "gpu-9", "tenant": "a"}},
+        {"targets": ["gpu-9:9835"], "labels": {"node": "gpu-9", "tenant": "b"}},
+        {"targets": ["gpu-9:9835"], "labels": {"node": "gpu-9", "tenant": "a"}},  # same: fine
+    ]))
+    discovery = Discovery(parse_config({"file_sd_configs": [{"files": ["*.json"]}],
+                                        "static_configs": []}, base=tmp_path))
+    targets = await discovery.refresh(FakeClock()())
+    assert [(t.node_id, t.tenant) for t in targets] == [("gpu-9", "a")]
+    assert len(discovery.conflicts) == 1 and "tenant 'b'" in discovery.conflicts[0]
 
 
 async def test_file_sd_reads_changes_and_keeps_last_good(

@@ -1,0 +1,96 @@
+"""Who may see what: every route has one explicit access rule, enforced by one middleware.
+
+A route is registered together with its rule (:func:`allow`); :func:`access_middleware` looks
+the matched route up and
+
+- ``PUBLIC`` (health, readiness, the process's own metrics): anyone;
+- ``NODES_READ`` / ``ALERTS_WRITE``: authenticates the caller (bearer token, or the open
+  loopback mode without a tokens file, exactly as the read API always has: see
+  ``http/api/auth.py``), checks the scope, and leaves the :class:`Principal` on the request
+  (``request[PRINCIPAL]``) for the handler, which filters by the caller's tenants.
+
+A route without a rule is refused (fail closed, 500 and an error in the log), and
+:func:`unruled_routes` lets the host refuse to start with one; the router is enumerated, not a
+hand-kept list. Which series of ``/metrics`` carry node data, and who sees them, is
+:mod:`evaluator.http.node_metrics`; docs/security.md has the whole table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from enum import StrEnum
+from typing import Final
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from evaluator.http.api.auth import Principal, TokenSet, authenticate, is_loopback, require_scope
+from evaluator.http.errors import RequestMetrics, error_middleware
+from gpu_health.errors import GpuHealthError
+
+log = logging.getLogger(__name__)
+
+
+class Rule(StrEnum):
+    PUBLIC = "public"
+    NODES_READ = "nodes:read"
+    ALERTS_WRITE = "alerts:write"
+
+
+RULES: Final = web.AppKey("access_rules", dict[str, Rule])  # route template -> rule
+PRINCIPAL: Final = web.RequestKey("principal", Principal)
+
+
+def new_application(registry_metrics: RequestMetrics, *, tokens: TokenSet | None,
+                    listen_host: str) -> web.Application:
+    """The root application: the one error path outside, access control inside it."""
+    app = web.Application(middlewares=[error_middleware(registry_metrics),
+                                       access_middleware(tokens, listen_host)])
+    app[RULES] = {}
+    return app
+
+
+def allow(app: web.Application, path: str, rule: Rule) -> None:
+    """Record ``rule`` for the route template ``path`` (full path, sub-application prefix
+    included) on the root application ``app``."""
+    app[RULES][path] = rule
+
+
+def open_mode(tokens: TokenSet | None, listen_host: str) -> bool:
+    """No tokens file and a loopback listener: the one case where everything is open."""
+    return tokens is None and is_loopback(listen_host)
+
+
+def access_middleware(tokens: TokenSet | None, listen_host: str) -> Middleware:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        if resource is None:  # the router's own 404/405: nothing to protect
+            return await handler(request)
+        rule = request.config_dict[RULES].get(resource.canonical)
+        if rule is None:
+            raise GpuHealthError(f"route {resource.canonical} has no access rule",
+                                 reason="no_access_rule")
+        if rule is not Rule.PUBLIC:
+            principal = authenticate(request.headers.get("Authorization"), tokens, listen_host)
+            require_scope(principal, rule.value)
+            request[PRINCIPAL] = principal
+        return await handler(request)
+
+    return middleware
+
+
+def routes(app: web.Application) -> Iterator[tuple[str, str]]:
+    """(method, route template) of every route of ``app``; the router's view already holds
+    the routes of mounted sub-applications, with their prefix."""
+    for route in app.router.routes():
+        resource = route.resource
+        if resource is not None and route.method != "HEAD":  # aiohttp adds HEAD beside GET
+            yield route.method, resource.canonical
+
+
+def unruled_routes(app: web.Application) -> list[str]:
+    """Route templates of ``app`` that have no access rule (should be none)."""
+    rules = app[RULES]
+    return sorted({path for _, path in routes(app) if path not in rules})
