@@ -140,7 +140,7 @@ def run_server(exporter: Exporter) -> int:
 
     try:
         server, _ = serve(settings.listen_host, settings.listen_port,
-                          make_app(exporter.registry, health))
+                          make_app(exporter.registry, health), registry=exporter.registry)
     except OSError as exc:
         log.error("cannot listen on %s:%d: %s", settings.listen_host, settings.listen_port, exc)
         return 1

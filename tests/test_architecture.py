@@ -76,9 +76,10 @@ def test_one_module_declares_each_program_s_command_line() -> None:
     assert owners("ArgumentParser") == {"evaluator/cli.py", "exporter/settings.py"}
 
 
-def test_one_request_catch_all() -> None:
+def test_one_request_catch_all_and_one_access_check() -> None:
     found = {relative(p) for p in sources() if "@web.middleware" in p.read_text("utf-8")}
-    assert found == {"evaluator/http/errors.py"}
+    assert found == {"evaluator/http/errors.py", "evaluator/http/access.py"}
+    assert "except" not in (REPO / "evaluator/http/access.py").read_text("utf-8")
 
 
 def test_the_environment_is_read_once_per_program() -> None:

@@ -36,6 +36,7 @@ NODE = "e2e-node-01"
 TENANT = "e2e"
 TOKEN = "e2e-oncall-secret"
 TOKEN_NAME = "oncall-sre"
+NODE_METRICS = "/api/v1/gpu-health/metrics"
 CORRECTED_END = 10_000
 JUMP = 60
 SCAN_MINUTES = "0.05"  # the worker ticks every 3 s
@@ -107,7 +108,11 @@ class Chain:
         return body
 
     def metric(self, url: str, series: str) -> float | None:
-        status, body = http("GET", f"{url}/metrics")
+        if url == self.evaluator:  # with a tokens file, node data is on the token path only
+            status, body = http("GET", f"{url}{NODE_METRICS}",
+                                headers={"Authorization": f"Bearer {TOKEN}"})
+        else:
+            status, body = http("GET", f"{url}/metrics")
         if status != 200 or not isinstance(body, str):
             return None
         for line in body.splitlines():
@@ -146,10 +151,16 @@ def _write_configs(folder: Path, ports: dict[str, int], webhook: Webhook) -> Non
             {"job_name": "gpu-health-exporter", "static_configs": [
                 {"targets": [f"127.0.0.1:{ports['exporter']}"],
                  "labels": {"node": NODE, "tenant": TENANT}}]},
-            {"job_name": "gpu-health-evaluator", "honor_labels": True, "static_configs": [
-                {"targets": [f"127.0.0.1:{ports['evaluator']}"]}]},
+            # As docs/security.md says: with a tokens file, Prometheus scrapes the node data
+            # from the token path with a nodes:read token.
+            {"job_name": "gpu-health-evaluator", "honor_labels": True,
+             "metrics_path": NODE_METRICS,
+             "authorization": {"type": "Bearer",
+                               "credentials_file": str(folder / "prometheus-token")},
+             "static_configs": [{"targets": [f"127.0.0.1:{ports['evaluator']}"]}]},
         ],
     }))
+    (folder / "prometheus-token").write_text(TOKEN)
     (folder / "tokens.yml").write_text(yaml.safe_dump({"tokens": [
         {"name": TOKEN_NAME, "sha256": hash_token(TOKEN), "scopes": ["nodes:read",
                                                                      "alerts:write"],

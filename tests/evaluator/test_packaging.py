@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from evaluator.config.file import load_config
+from evaluator.http.api.auth import hash_token
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -84,7 +85,9 @@ def test_every_copied_path_exists_and_is_not_docker_ignored() -> None:
 def test_compose_wires_the_five_services() -> None:
     services = COMPOSE["services"]
     assert set(services) == {"exporter", "evaluator", "prometheus", "alertmanager", "grafana"}
-    ports = {name: s["ports"][0].split(":")[1] for name, s in services.items()}
+    published = {name: s["ports"][0].split(":") for name, s in services.items()}
+    assert {host for host, _, _ in published.values()} == {"127.0.0.1"}  # loopback only
+    ports = {name: container for name, (_, _, container) in published.items()}
     assert ports == {"exporter": "9835", "evaluator": "9836", "prometheus": "9090",
                      "alertmanager": "9093", "grafana": "3000"}
     assert services["exporter"]["entrypoint"] == ["gpu-health-exporter"]
@@ -118,6 +121,15 @@ def test_prometheus_config_is_valid_and_loads_the_rules(tmp_path: Path) -> None:
     assert jobs["gpu-health-exporter"]["static_configs"][0]["targets"] == ["exporter:9835"]
     assert jobs["gpu-health-evaluator"]["static_configs"][0]["targets"] == ["evaluator:9836"]
     assert jobs["gpu-health-evaluator"]["honor_labels"] is True
+    evaluator = jobs["gpu-health-evaluator"]  # node data needs a token (docs/security.md)
+    assert evaluator["metrics_path"] == "/api/v1/gpu-health/metrics"
+    token_file = evaluator["authorization"]["credentials_file"]
+    token_mount = next(v for v in COMPOSE["services"]["prometheus"]["volumes"]
+                       if v.endswith(f":{token_file}:ro"))
+    token = (DEPLOY / token_mount.split(":")[0]).read_text().strip()
+    tokens = yaml.safe_load((DEPLOY / "tokens.example.yml").read_text())["tokens"]
+    assert any(t["sha256"] == hash_token(token) and "nodes:read" in t["scopes"]
+               for t in tokens)
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == \
         ["alertmanager:9093"]
     [rule_file] = config["rule_files"]
@@ -125,7 +137,8 @@ def test_prometheus_config_is_valid_and_loads_the_rules(tmp_path: Path) -> None:
                  if v.endswith(":/etc/prometheus/rules:ro"))
     local = (DEPLOY / mount.split(":")[0] / Path(rule_file).name).resolve()
     assert local == REPO / "rules" / "prometheus" / "gpu-health.rules.yml"
-    config["rule_files"] = [str(local)]  # the container path does not exist here
+    config["rule_files"] = [str(local)]  # the container paths do not exist here
+    evaluator["authorization"]["credentials_file"] = str(DEPLOY / token_mount.split(":")[0])
     copy = tmp_path / "prometheus.yml"
     copy.write_text(yaml.safe_dump(config))
     result = subprocess.run(["/usr/bin/promtool", "check", "config", str(copy)],

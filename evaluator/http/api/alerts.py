@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from evaluator.http.api.auth import Principal, node_not_found
 from evaluator.http.api.context import ApiContext
+from evaluator.http.api.params import UNNAMED, echo_name
 from evaluator.store import api_queries as q
 from evaluator.store.alerts import AlertView, resolve_alert
 from gpu_health.clock import rfc3339, rfc3339_or_none
@@ -33,10 +34,10 @@ def parse_reason(body: object) -> str:
     """The ``reason`` of a ``{"reason": "..."}`` body, or ApiError(400)."""
     if not isinstance(body, dict):
         raise ApiError(400, 'the body must be a JSON object {"reason": "..."}', param="reason")
-    unknown = sorted(str(k) for k in body if k != "reason")
+    unknown = sorted({echo_name(str(k)) for k in body if k != "reason"})
     if unknown:
         raise ApiError(400, f"unknown body field(s): {', '.join(unknown)}; allowed: reason",
-                       param=unknown[0])
+                       param=unknown[0] if unknown[0] != UNNAMED else None)
     reason = body.get("reason")
     if not isinstance(reason, str) or not reason.strip():
         raise ApiError(400, "reason is required: say what was done (e.g. 'card replaced, "
@@ -73,7 +74,7 @@ async def resolve(ctx: ApiContext, principal: Principal, path: dict[str, str],
             raise node_not_found()
         alert = resolve_alert(db, node, actor=principal.name, reason=reason, now=now)
         if alert is None:
-            raise ApiError(409, f"node {node!r} has no open GPU_FAULT_PREDICTED alert",
+            raise ApiError(409, "the node has no open GPU_FAULT_PREDICTED alert",
                            param="node")
         return alert
 

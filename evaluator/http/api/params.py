@@ -35,6 +35,17 @@ _RFC3339 = re.compile(
 )
 
 
+# Error bodies never echo what a client sent: no value is quoted back, and the name of an
+# unknown parameter only when it is a short plain identifier (what a typo looks like).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\[\]-]{1,40}")
+UNNAMED = "(a parameter name that is not shown)"
+
+
+def echo_name(name: str) -> str:
+    """``name`` if it is safe to name in an error body, else a placeholder."""
+    return name if _PLAIN_NAME.fullmatch(name) else UNNAMED
+
+
 def _bad(param: str, message: str) -> ApiError:
     return ApiError(400, f"{param}: {message}", param=param)
 
@@ -42,10 +53,10 @@ def _bad(param: str, message: str) -> ApiError:
 def parse_int(param: str, raw: str, *, minimum: int = 0, maximum: int = INT32_MAX) -> int:
     """A plain decimal integer (no sign, no leading zeros, no fraction) in [minimum, maximum]."""
     if not _INT.fullmatch(raw):
-        raise _bad(param, f"expected a non-negative integer, got {raw!r}")
+        raise _bad(param, "expected a non-negative integer")
     value = int(raw)
     if not minimum <= value <= maximum:
-        raise _bad(param, f"must be between {minimum} and {maximum}, got {value}")
+        raise _bad(param, f"must be between {minimum} and {maximum}")
     return value
 
 
@@ -57,12 +68,12 @@ def parse_time(param: str, raw: str) -> datetime:
         try:
             return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=int(fraction))
         except (OverflowError, OSError, ValueError) as exc:
-            raise _bad(param, f"Unix time out of range: {raw!r}") from exc
+            raise _bad(param, "Unix time out of range") from exc
     match = _RFC3339.fullmatch(raw)
     if not match:
         raise _bad(
             param,
-            f"expected RFC 3339 with an offset (2026-01-31T08:00:00Z) or Unix seconds, got {raw!r}",
+            "expected RFC 3339 with an offset (2026-01-31T08:00:00Z) or Unix seconds",
         )
     date, clock, fraction, offset = match.groups()
     offset = "+00:00" if offset in ("Z", "z") else offset.replace(" ", "+")
@@ -70,13 +81,13 @@ def parse_time(param: str, raw: str) -> datetime:
     try:
         value = datetime.fromisoformat(f"{date}T{clock}{micro}{offset}")
     except ValueError as exc:
-        raise _bad(param, f"not a valid date-time: {raw!r} ({exc})") from exc
+        raise _bad(param, "not a valid date-time") from exc
     return value.astimezone(UTC)
 
 
 def parse_choice(param: str, raw: str, choices: Collection[str]) -> str:
     if raw not in choices:
-        raise _bad(param, f"must be one of {', '.join(choices)}, got {raw!r}")
+        raise _bad(param, f"must be one of {', '.join(choices)}")
     return raw
 
 
@@ -98,12 +109,12 @@ class Query:
             else:
                 values[name] = value
         if unknown:
-            names = sorted(set(unknown))
+            names = sorted({echo_name(name) for name in unknown})
             raise ApiError(
                 400,
                 f"unknown query parameter(s): {', '.join(names)}; "
                 f"allowed: {', '.join(sorted(allowed)) or 'none'}",
-                param=names[0],
+                param=names[0] if names[0] != UNNAMED else None,
             )
         return cls(values)
 

@@ -87,7 +87,7 @@ async def _json_body(request: web.Request) -> object:
     try:
         return await request.json()
     except ValueError as exc:
-        raise ApiError(400, f"the body is not valid JSON: {exc}", param="reason") from exc
+        raise ApiError(400, "the body is not valid JSON", param="reason") from exc
 
 
 def _action(ctx: ApiContext, action: Action) -> Callable[[web.Request], Awaitable[Any]]:

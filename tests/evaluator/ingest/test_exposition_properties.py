@@ -1,0 +1,61 @@
+"""Property-based tests (Hypothesis) of the evaluator's exposition parser: arbitrary text
+never raises past the parser boundary (only ``ParseError``: that target's scrape fails), and a
+counter is 0 only when the sample's value is literally zero."""
+
+from __future__ import annotations
+
+import contextlib
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evaluator.ingest.cards import parse_cards
+from evaluator.ingest.exposition import parse_value
+from gpu_health.errors import ParseError
+from tests.evaluator.ingest_support import Card, a100, render
+
+QUICK = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+REAL = render([Card(0, "GPU-a", a100(3)), Card(1, "GPU-b", a100(0, 2), xids={48: 0})])
+VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr), st.integers().map(str),
+    st.sampled_from(["NaN", "+Inf", "-Inf", "-0", "0e0", "0x0p0", "1e-300", "00", "1_0", "0.5",
+                     "9223372036854775808", " 0", "٠"]),
+    st.text(max_size=8))
+
+
+@QUICK
+@given(text=st.text(max_size=600))
+def test_arbitrary_text_is_a_parse_error_or_cards(text: str) -> None:
+    try:
+        extraction = parse_cards(text, sample_limit=5000, max_cards=64)
+    except ParseError:
+        return
+    for card in extraction.cards:
+        assert all(v is None or v >= 0 for v in card.counters.as_tuple())
+
+
+@QUICK
+@given(start=st.integers(0, len(REAL)), length=st.integers(0, 80), junk=st.text(max_size=30))
+def test_damaged_real_exposition_stays_behind_the_boundary(start: int, length: int,
+                                                          junk: str) -> None:
+    with contextlib.suppress(ParseError):
+        parse_cards(REAL[:start] + junk + REAL[start + length:])
+
+
+@QUICK
+@given(value=VALUES, xid_value=VALUES)
+def test_a_counter_is_zero_only_for_a_literal_zero(value: str, xid_value: str) -> None:
+    text = (f'gpu_health_ecc_corrected_total{{gpu="0",uuid="GPU-a",vendor="nvidia"}} {value}\n'
+            f'gpu_health_xid_errors_total{{gpu="0",uuid="GPU-a",vendor="nvidia",xid="48"}} '
+            f"{xid_value}\n")
+    try:
+        cards = parse_cards(text).cards
+    except ParseError:
+        return
+    if not cards:
+        return
+    card = cards[0]
+    if card.counters.ecc_corrected_total == 0:
+        assert parse_value(value.strip()) == 0
+    if dict(card.xids).get(48) == 0:
+        assert parse_value(xid_value.strip()) == 0
