@@ -40,6 +40,10 @@ WINDOWS: Final = (7, 30)
 DEFAULT_MIN_MATURED: Final = 20
 DEFAULT_MIN_OBSERVED_DAYS: Final = 8
 STATUSES: Final = ("pending", "hit", "miss", "voided")
+# ``first_fault``: made on a card with no fault observed at or before its t0 (an early warning);
+# ``repeat``: made on a card that had already failed ("a failed card fails again").
+CLASSES: Final = ("first_fault", "repeat")
+_CLASS_TEXT: Final = {"first_fault": "first faults", "repeat": "repeat faults"}
 DISCLAIMER: Final = (
     "Experimental: these GPU fault prediction rules have not been validated on real data. "
     "Their thresholds are initial empirical values taken from the public mechanism (a rising "
@@ -147,6 +151,46 @@ def window_stats(raw: RawStats, window_days: int, min_matured: int,
         "observed_days": None if days is None else round(days, 3),
         "required_days": min_days,
         "required_matured": min_matured,
+        "sufficient": sufficient,
+        "note": note,
+        "by_class": {cls: class_stats(raw, window_days, cls, min_matured, min_days)
+                     for cls in CLASSES},
+    }
+
+
+def class_stats(raw: RawStats, window_days: int, cls: str, min_matured: int,
+                min_days: int) -> dict[str, Any]:
+    """Pure: one class's statistics, with the same gates as the totals applied to the class.
+
+    Precision: the class's hits / its matured predictions. Recall: for ``first_fault``, the
+    cards whose first observed fault (nothing before it) fell inside a prediction's window
+    (such a prediction was necessarily made before any fault: a ``first_fault`` one) / all
+    monitorable cards with a first fault in the period; for ``repeat``, the same over the
+    faults of cards that had failed before."""
+    counts = {s: raw.class_counts.get(window_days, {}).get(cls, {}).get(s, 0) for s in STATUSES}
+    matured = counts["hit"] + counts["miss"]
+    days = observed_days(raw)
+    sufficient = matured >= min_matured and days is not None and days >= min_days
+    faults = [f for f in raw.faults if f.first == (cls == "first_fault")]
+    predicted = [f for f in faults if window_days in f.predicted_by]
+    missed = [f for f in faults if window_days not in f.predicted_by]
+    precision = ratio(counts["hit"], matured) if sufficient else None
+    recall = ratio(len(predicted), len(faults)) if sufficient else None
+    note = f"{matured} of {min_matured} matured {cls} predictions"
+    if not sufficient:
+        note += ": not enough data, so precision, recall and F1 are null (not 0%)"
+    elif not faults:
+        note += f": no {_CLASS_TEXT[cls][:-1]} in the period, so recall is null"
+    return {
+        "predictions": counts,
+        "matured": matured,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1(precision, recall),
+        "faulty_cards": len(faults),
+        "predicted_faulty_cards": len(predicted),
+        "missed_cards": len(missed),
+        "missed": [_missed(f) for f in missed],
         "sufficient": sufficient,
         "note": note,
     }

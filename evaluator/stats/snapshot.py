@@ -118,6 +118,34 @@ def _window_families(snapshot: Snapshot) -> Iterator[Metric]:
                 families[key].add_metric([label], w[key])
         sufficient.add_metric([label], 1 if w["sufficient"] else 0)
     yield from (outcomes, *families.values(), sufficient)
+    yield from _class_families(windows)
+
+
+def _class_families(windows: list[dict[str, Any]]) -> Iterator[Metric]:
+    """The same numbers per class: ``first_fault`` (early warnings) and ``repeat``."""
+    labels = ["window_days", "class"]
+    outcomes = _gauge(P + "prediction_class_outcomes", "Real predictions with t0 in the "
+                      "statistics period, by window, class and status.", [*labels, "status"])
+    keys = {"matured": "Matured predictions of the class.",
+            "faulty_cards": "Cards with a fault of the class (first or repeat) in the period.",
+            "predicted_faulty_cards": "Those predicted before the fault.",
+            "precision": "The class's hits / matured. ABSENT (never 0) while insufficient.",
+            "recall": "Predicted faulty cards / faulty cards of the class. ABSENT while "
+                      "insufficient.",
+            "f1": "Harmonic mean of the class's precision and recall. ABSENT while either is."}
+    families = {k: _gauge(P + "prediction_class_" + k, text, labels) for k, text in keys.items()}
+    sufficient = _gauge(P + "prediction_class_stats_sufficient", "1 when enough predictions of "
+                        "the class matured and enough days were observed, else 0.", labels)
+    for w in windows:
+        for cls, stats in w["by_class"].items():
+            label = [str(w["window_days"]), cls]
+            for status, count in stats["predictions"].items():
+                outcomes.add_metric([*label, status], count)
+            for key, family in families.items():
+                if stats[key] is not None:
+                    family.add_metric(label, stats[key])
+            sufficient.add_metric(label, 1 if stats["sufficient"] else 0)
+    yield from (outcomes, *families.values(), sufficient)
 
 
 def _fleet_families(snapshot: Snapshot) -> Iterator[Metric]:

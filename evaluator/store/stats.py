@@ -18,12 +18,19 @@ cards that are not monitorable (no known counter in the period) are dropped, as 
 The reference design recalled per card in a loop and admitted it would not scale; here the
 window-function passes touch only the few cards that actually had a fault and the small,
 change-only XID table.
+
+Classes (``first_fault`` / ``repeat``): a card's first evidence of a fault is its earliest row,
+up to the period's end, with a known uncorrectable count above 0, or its earliest memory-XID
+event of the definition. A prediction is ``repeat`` when that evidence is at or before its t0
+(or its own ``uncorrected_at_t0`` is above 0: the strong "uncorrected > 0" signal is always a
+repeat), else ``first_fault``; a fault event is a first fault when nothing came before it. One
+more statement, over the cards that have a prediction or a fault in the period only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -44,6 +51,7 @@ class Fault:
     gpu_uuid: str | None
     first_fault_at: datetime
     predicted_by: frozenset[int]  # window_days of predictions whose window held the fault
+    first: bool = True  # no fault evidence on the card before it (a first fault, not a repeat)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,7 @@ class RawStats:
     """Counts the pure statistics are computed from (see :mod:`evaluator.stats.document`)."""
 
     status_counts: dict[int, dict[str, int]]  # window_days -> status -> count
+    class_counts: dict[int, dict[str, dict[str, int]]]  # window_days -> class -> status -> n
     rule_versions: dict[int, tuple[str, ...]]  # window_days -> versions counted
     monitorable_cards: int
     exposure_seconds: float
@@ -87,33 +96,107 @@ def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
     from the samples and do not depend on it."""
     params = _base_params(since, until, source, nodes)
     xids = tuple(sorted(set(fault_xids)))
-    counts: dict[int, dict[str, int]] = {}
-    versions: dict[int, tuple[str, ...]] = {}
     predictions = dict(params, rule_version=rule_version) if rule_version is not None else params
-    for window_days, status, n, vs in db.fetchall(
-        f"""SELECT window_days, status, count(*), list(DISTINCT rule_version ORDER BY rule_version)
+    rows = db.fetchall(
+        f"""SELECT window_days, status, rule_version, node_id, gpu_index, gpu_uuid, t0,
+               uncorrected_at_t0
         FROM gpu_health_predictions
         WHERE source = $source AND t0 >= $since AND t0 <= $until{_node_filter(nodes)}
-              {_version_filter(rule_version)}
-        GROUP BY window_days, status""", predictions,
-    ):
-        counts.setdefault(int(window_days), {})[str(status)] = int(n)
-        merged = set(versions.get(int(window_days), ())) | {str(v) for v in vs}
-        versions[int(window_days)] = tuple(sorted(merged))
+              {_version_filter(rule_version)}""", predictions)
     cards = _cards(db, params, nodes)
     monitorable = [c for c in cards if c[3]]
     moved = [c for c in monitorable if c[6] is not None and c[7] is not None and c[7] > c[6]]
+    faults = _faults(db, params, moved, xids, {(c[0], c[1], c[2]) for c in monitorable}, nodes,
+                     rule_version)
+    evidence = first_evidence(db, params, {(r[3], r[4], r[5]) for r in rows}
+                              | {(f.node_id, f.gpu_index, f.gpu_uuid) for f in faults}, xids)
+    counts, classes, versions = _count(rows, evidence)
     return RawStats(
         status_counts=counts,
+        class_counts=classes,
         rule_versions=versions,
         monitorable_cards=len(monitorable),
         exposure_seconds=sum((c[5] - c[4]).total_seconds() for c in monitorable),
         first_sample=min((from_naive_utc(c[4]) for c in cards), default=None),
         last_sample=max((from_naive_utc(c[5]) for c in cards), default=None),
-        faults=_faults(db, params, moved, xids,
-                       {(c[0], c[1], c[2]) for c in monitorable}, nodes, rule_version),
+        faults=tuple(replace(f, first=_is_first(f, evidence)) for f in faults),
         fault_xids=xids,
     )
+
+
+Card = tuple[str, int, "str | None"]
+
+
+def prediction_class(t0: datetime, unc0: int | None, evidence: datetime | None) -> str:
+    """``repeat`` when the card showed a fault at or before t0, else ``first_fault``."""
+    repeat = (unc0 is not None and unc0 > 0) or (evidence is not None and evidence <= t0)
+    return "repeat" if repeat else "first_fault"
+
+
+def _is_first(fault: Fault, evidence: dict[Card, datetime]) -> bool:
+    seen = evidence.get((fault.node_id, fault.gpu_index, fault.gpu_uuid))
+    return seen is None or seen >= fault.first_fault_at
+
+
+def _count(rows: Sequence[Any], evidence: dict[Card, datetime]) -> tuple[
+        dict[int, dict[str, int]], dict[int, dict[str, dict[str, int]]],
+        dict[int, tuple[str, ...]]]:
+    counts: dict[int, dict[str, int]] = {}
+    classes: dict[int, dict[str, dict[str, int]]] = {}
+    versions: dict[int, set[str]] = {}
+    for window, status, version, node, gpu, uuid, t0, unc0 in rows:
+        w, s = int(window), str(status)
+        counts.setdefault(w, {})[s] = counts.get(w, {}).get(s, 0) + 1
+        cls = prediction_class(from_naive_utc(t0), unc0, evidence.get((node, gpu, uuid)))
+        per = classes.setdefault(w, {}).setdefault(cls, {})
+        per[s] = per.get(s, 0) + 1
+        versions.setdefault(w, set()).add(str(version))
+    return counts, classes, {w: tuple(sorted(v)) for w, v in versions.items()}
+
+
+_EVIDENCE = """
+WITH cand AS (
+    SELECT unnest($c_nodes::VARCHAR[]) AS node_id, unnest($c_idx::INTEGER[]) AS gpu_index,
+           unnest($c_uuid::VARCHAR[]) AS gpu_uuid
+),
+ev AS (
+    SELECT s.node_id, s.gpu_index, s.gpu_uuid, min(s.sampled_at) AS seen_at
+    FROM gpu_health_samples s
+    SEMI JOIN cand c ON c.node_id = s.node_id AND c.gpu_index = s.gpu_index
+                    AND c.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid
+    WHERE s.source = $source AND s.sampled_at <= $until AND s.ecc_uncorrected_total > 0
+    GROUP BY s.node_id, s.gpu_index, s.gpu_uuid{xids}
+)
+SELECT node_id, gpu_index, gpu_uuid, min(seen_at) FROM ev GROUP BY node_id, gpu_index, gpu_uuid
+"""
+_EVIDENCE_XIDS = f"""
+    UNION ALL
+    SELECT node_id, gpu_index, gpu_uuid, min(sampled_at)
+    FROM (SELECT x.node_id, x.gpu_index, x.gpu_uuid, x.sampled_at, x.count, {XID_PREV} AS prev
+          FROM {XID_TABLE} x SEMI JOIN cand c
+            ON c.node_id = x.node_id AND c.gpu_index = x.gpu_index
+           AND c.gpu_uuid IS NOT DISTINCT FROM x.gpu_uuid
+          WHERE x.source = $source AND x.sampled_at <= $until
+            AND x.xid IN (SELECT unnest($xids::INTEGER[])))
+    WHERE {XID_EVENT}
+    GROUP BY node_id, gpu_index, gpu_uuid"""
+
+
+def first_evidence(db: Database, params: dict[str, Any], cards: set[Card],
+                   fault_xids: tuple[int, ...]) -> dict[Card, datetime]:
+    """Per card, its earliest fault evidence up to ``$until`` (absent: none seen)."""
+    if not cards:
+        return {}
+    ordered = sorted(cards, key=lambda c: (c[0], c[1], c[2] or ""))
+    query: dict[str, Any] = {"source": params["source"], "until": params["until"],
+                             "c_nodes": [c[0] for c in ordered],
+                             "c_idx": [c[1] for c in ordered],
+                             "c_uuid": [c[2] for c in ordered]}
+    if fault_xids:
+        query["xids"] = list(fault_xids)
+    sql = _EVIDENCE.format(xids=_EVIDENCE_XIDS if fault_xids else "")
+    return {(str(n), int(i), None if u is None else str(u)): from_naive_utc(at)
+            for n, i, u, at in db.fetchall(sql, query)}
 
 
 def _cards(db: Database, params: dict[str, Any], nodes: frozenset[str] | None) -> list[Any]:

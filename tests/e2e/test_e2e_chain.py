@@ -39,6 +39,9 @@ EXPECT_EMPTY = {
     "Recall, 30-day window": "insufficient samples",
     "F1, 30-day window": "insufficient samples",
     "Stalled cards": "no card is stalled",
+    "First-fault precision (warned before any fault)": "insufficient samples per class too",
+    "First-fault recall": "insufficient samples per class",
+    "Repeat precision (card had already failed)": "insufficient samples per class",
 }
 MAY_BE_EMPTY = {
     "Correctable ECC errors per hour": "Prometheus has under an hour of history here; the gap "

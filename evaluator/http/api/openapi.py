@@ -12,6 +12,7 @@ import copy
 from typing import Any, Final
 
 from evaluator.http.api.alerts import ALERT_PATHS, ALERT_SCHEMAS
+from evaluator.http.api.params import PARAMETERS
 from gpu_health import __version__
 from gpu_health.contract import COUNTER_KEYS, SOURCES
 
@@ -46,40 +47,6 @@ COUNTERS_NULL: Final[dict[str, Schema]] = {
 }
 
 
-def _param(name: str, schema: Schema, description: str, example: Any, *,
-           required: bool = False) -> Schema:
-    return {"name": name, "in": "query", "required": required, "schema": schema,
-            "description": description, "example": example}
-
-
-TIME_DESC: Final = ("RFC 3339 with an offset (2026-01-31T08:00:00Z) or Unix seconds. ")
-PARAMETERS: Final[dict[str, Schema]] = {
-    "node_id": _param("node_id", STR, "Only this node. A node you may not see is 404.",
-                      "gpu-node-01"),
-    "node_id_req": _param("node_id", STR, "The node (404 when unknown or not visible to you).",
-                          "gpu-node-01", required=True),
-    "gpu_index": _param("gpu_index", {"type": "integer", "minimum": 0},
-                        "Only this physical GPU index (as the vendor tool reports it).", 0),
-    "gpu_index_req": _param("gpu_index", {"type": "integer", "minimum": 0},
-                            "Physical GPU index (as the vendor tool reports it).", 0,
-                            required=True),
-    "source": _param("source", {**SOURCE, "default": "real"},
-                     "Data source. The two never mix: there is no 'all'.", "real"),
-    "status": _param("status", {"type": "string", "enum": ["pending", "hit", "miss", "voided"]},
-                     "Only predictions in this state.", "hit"),
-    "since": _param("since", STR, TIME_DESC + "Lower bound (inclusive).",
-                    "2026-01-01T00:00:00Z"),
-    "until": _param("until", STR, TIME_DESC + "Upper bound (inclusive); default now.",
-                    "2026-01-08T00:00:00Z"),
-    "limit_pred": _param("limit", {"type": "integer", "minimum": 1, "maximum": 500,
-                                   "default": 100}, "Page size.", 50),
-    "offset": _param("offset", {"type": "integer", "minimum": 0, "default": 0},
-                     "Rows to skip (newest t0 first).", 0),
-    "limit_samples": _param("limit", {"type": "integer", "minimum": 1, "maximum": 20000,
-                                      "default": 5000},
-                            "At most this many samples: the NEWEST ones (truncated=true).", 100),
-}
-
 _PREDICTION: Final = _obj({
     "id": STR, "node_id": STR, "gpu_index": INT, "gpu_uuid": STR_NULL, "source": SOURCE,
     "rule_version": {**STR, "description": "Frozen when the prediction was stored."},
@@ -93,6 +60,13 @@ _PREDICTION: Final = _obj({
 })
 _NUMBER_NULL: Final = _nullable(
     "number", description="null when the sample is insufficient (never 0 for 'no data')")
+_CLASS_STATS: Final = _obj({
+    "predictions": _obj(dict.fromkeys(("pending", "hit", "miss", "voided"), INT)),
+    "matured": INT, "precision": _NUMBER_NULL, "recall": _NUMBER_NULL, "f1": _NUMBER_NULL,
+    "faulty_cards": INT, "predicted_faulty_cards": INT, "missed_cards": INT,
+    "missed": {"type": "array", "items": _ref("MissedCard")},
+    "sufficient": {"type": "boolean"}, "note": STR,
+})
 _STATS_WINDOW: Final = _obj({
     "window_days": {"type": "integer", "enum": [7, 30],
                     "description": "Predictions whose frozen window is this many days."},
@@ -115,6 +89,11 @@ _STATS_WINDOW: Final = _obj({
     "required_days": INT, "required_matured": INT, "sufficient": {"type": "boolean"},
     "note": {**STR, "description": "observed X of Y days, N of M matured predictions, and why "
                                    "ratios are null when they are."},
+    "by_class": {**_obj({"first_fault": _CLASS_STATS, "repeat": _CLASS_STATS}),
+                 "description": "first_fault: made on a card with no fault observed at or "
+                                "before t0; repeat: on a card that had already failed. The "
+                                "same gates apply per class; first-fault recall counts cards "
+                                "whose first fault fell inside such a prediction's window."},
 })
 _CARD: Final = _obj({
     "node_id": STR, "gpu_index": INT, "gpu_uuid": STR_NULL,

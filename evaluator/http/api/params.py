@@ -12,6 +12,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, Final
 
 from gpu_health.contract import SOURCE_REAL, SOURCES
 from gpu_health.errors import ApiError
@@ -171,3 +172,43 @@ class Query:
         ``?until=<last month>`` alone still means "the span before that"."""
         since, until = self.open_time_range(now)
         return (until - default_span if since is None else since), until
+
+
+# -- the parameters as the OpenAPI document describes them (evaluator/http/api/openapi.py) --
+
+_STR: Final[dict[str, Any]] = {"type": "string"}
+
+
+def _param(name: str, schema: dict[str, Any], description: str, example: Any, *,
+           required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "schema": schema,
+            "description": description, "example": example}
+
+
+TIME_DESC: Final = ("RFC 3339 with an offset (2026-01-31T08:00:00Z) or Unix seconds. ")
+PARAMETERS: Final[dict[str, dict[str, Any]]] = {
+    "node_id": _param("node_id", _STR, "Only this node. A node you may not see is 404.",
+                      "gpu-node-01"),
+    "node_id_req": _param("node_id", _STR, "The node (404 when unknown or not visible to you).",
+                          "gpu-node-01", required=True),
+    "gpu_index": _param("gpu_index", {"type": "integer", "minimum": 0},
+                        "Only this physical GPU index (as the vendor tool reports it).", 0),
+    "gpu_index_req": _param("gpu_index", {"type": "integer", "minimum": 0},
+                            "Physical GPU index (as the vendor tool reports it).", 0,
+                            required=True),
+    "source": _param("source", {"type": "string", "enum": list(SOURCES), "default": "real"},
+                     "Data source. The two never mix: there is no 'all'.", "real"),
+    "status": _param("status", {"type": "string", "enum": ["pending", "hit", "miss", "voided"]},
+                     "Only predictions in this state.", "hit"),
+    "since": _param("since", _STR, TIME_DESC + "Lower bound (inclusive).",
+                    "2026-01-01T00:00:00Z"),
+    "until": _param("until", _STR, TIME_DESC + "Upper bound (inclusive); default now.",
+                    "2026-01-08T00:00:00Z"),
+    "limit_pred": _param("limit", {"type": "integer", "minimum": 1, "maximum": 500,
+                                   "default": 100}, "Page size.", 50),
+    "offset": _param("offset", {"type": "integer", "minimum": 0, "default": 0},
+                     "Rows to skip (newest t0 first).", 0),
+    "limit_samples": _param("limit", {"type": "integer", "minimum": 1, "maximum": 20000,
+                                      "default": 5000},
+                            "At most this many samples: the NEWEST ones (truncated=true).", 100),
+}

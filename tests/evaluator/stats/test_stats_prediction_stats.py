@@ -12,6 +12,7 @@ recall 2 / 5 = 0.4; F1 0.48. Monitorable: 7 cards (an all-unknown card is not), 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,10 @@ WINDOW_KEYS = {
     "window_days", "rule_versions", "predictions", "matured", "precision", "recall", "f1",
     "monitorable_cards", "faulty_cards", "predicted_faulty_cards", "missed_cards", "missed",
     "exposure_card_days", "observed_days", "required_days", "required_matured", "sufficient",
-    "note", "fault_events",
+    "note", "fault_events", "by_class",
 }
+CLASS_KEYS = {"predictions", "matured", "precision", "recall", "f1", "faulty_cards",
+              "predicted_faulty_cards", "missed_cards", "missed", "sufficient", "note"}
 
 
 def build(db: Database, *, source: str = "real") -> None:
@@ -104,6 +107,49 @@ def test_hand_counted_statistics(db: Database) -> None:
     assert w7["note"] == "observed 10.0 of 8 days, 25 of 20 matured predictions"
     assert w7["rule_versions"] == ["v1-ecc-growth"]
     assert w7["fault_events"] == w30["fault_events"] == ["ecc_uncorrected"]  # no rule set
+
+
+def test_hand_counted_classes(db: Database) -> None:
+    w7 = prediction_stats(db, now=NOW, since=SINCE)["windows"][0]
+    first, repeat = w7["by_class"]["first_fault"], w7["by_class"]["repeat"]
+    assert set(first) == set(repeat) == CLASS_KEYS
+    # "c" (n1/2, t0 day 4.5) came after the card's first uncorrectable error (day 4): repeat.
+    # Every other prediction was made on a card with no fault at or before its t0.
+    assert repeat["predictions"] == {"pending": 0, "hit": 1, "miss": 0, "voided": 0}
+    assert first["predictions"] == {"pending": 3, "hit": 14, "miss": 10, "voided": 2}
+    assert first["matured"] == 24 and first["sufficient"] is True
+    assert first["precision"] == pytest.approx(14 / 24)
+    # all five faults are first faults; n1/0 and n1/1 were warned of before, n1/2 was not
+    assert (first["faulty_cards"], first["predicted_faulty_cards"], first["missed_cards"]) == (
+        5, 2, 3)
+    assert first["recall"] == pytest.approx(0.4)
+    assert first["f1"] == pytest.approx(2 * (14 / 24) * 0.4 / (14 / 24 + 0.4))
+    assert repeat["matured"] == 1 and repeat["sufficient"] is False  # gates apply per class
+    assert repeat["precision"] is None and repeat["recall"] is None and repeat["f1"] is None
+    assert repeat["faulty_cards"] == 0 and "null (not 0%)" in repeat["note"]
+    # the totals are unchanged by the split
+    assert w7["precision"] == pytest.approx(0.6) and w7["recall"] == pytest.approx(0.4)
+
+
+def test_a_fault_exactly_at_t0_is_not_inside_the_window(tmp_path: Path) -> None:
+    db = open_db(tmp_path)
+    load(db, series("n1", 0, "GPU-a", start=0, end=10, every_minutes=60,
+                    uncorrected=step(5, 0, 1), corrected=const(1)))
+    load(db, series("n1", 1, "GPU-b", start=0, end=10, every_minutes=60,
+                    uncorrected=step(5, 0, 1), corrected=const(1)))
+    insert_prediction(db, pid="at", node="n1", gpu=0, uuid="GPU-a", t0=at(5), status="hit")
+    insert_prediction(db, pid="before", node="n1", gpu=1, uuid="GPU-b",
+                      t0=at(5) - timedelta(microseconds=1), status="hit")
+    lenient = ruleset(stats_min_matured=1)
+    w7 = prediction_stats(db, now=NOW, since=SINCE, ruleset=lenient)["windows"][0]
+    first, repeat = w7["by_class"]["first_fault"], w7["by_class"]["repeat"]
+    # window (t0, t0 + 7d]: the fault at t0 itself is not predicted by that prediction, and the
+    # prediction is a repeat (the fault is observed at its t0); one microsecond earlier it is
+    # a first-fault warning that predicted it
+    assert [m["gpu_index"] for m in w7["missed"]] == [0]
+    assert (first["predicted_faulty_cards"], first["missed_cards"]) == (1, 1)
+    assert first["predictions"]["hit"] == 1 and repeat["predictions"]["hit"] == 1
+    assert first["recall"] == pytest.approx(0.5)
 
 
 def test_thirty_day_window_is_reported_side_by_side_with_nulls(db: Database) -> None:
