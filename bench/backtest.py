@@ -109,6 +109,7 @@ def run_calchas(db_dir: Path, sweep: bool) -> float | None:
         return None
     argv = ["backtest", "--events", str(CALCHAS), "--preset", "calchas", "--rules", str(V1),
             "--db", str(db_dir / f"calchas-{int(sweep)}.duckdb"), "--no-progress",
+            "--no-baselines",  # the target is for the versions; baselines cost one replay each
             "--log-level", "WARNING"]
     if sweep:
         argv += ["--sweep", "window_days=7,30"]

@@ -117,6 +117,9 @@ def _rules_arguments(p: argparse.ArgumentParser) -> None:
                        "version (needs matplotlib)")
     rules.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="progress bars on stderr (default: on a terminal)")
+    rules.add_argument("--no-baselines", dest="baselines", action="store_false",
+                       help="skip the baselines of rules/baselines/ (replayed beside every "
+                            "version by default; docs/backtest.md)")
     rules.add_argument("--every-tick", action="store_true",
                        help="evaluate every tick instead of skipping the ones that provably "
                             "change nothing (slower, same result)")

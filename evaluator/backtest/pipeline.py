@@ -27,7 +27,7 @@ from evaluator.backtest.plot import plot_sweep, require_matplotlib
 from evaluator.backtest.prometheus import PrometheusSource, import_prometheus
 from evaluator.backtest.replay import ReplaySummary, replay
 from evaluator.backtest.report import build_report, render_text
-from evaluator.backtest.rulesets import Variant, variants
+from evaluator.backtest.rulesets import Variant, baseline_variants, variants
 from evaluator.rules.ruleset import RuleSet
 from evaluator.store.backtest import (
     finish_run,
@@ -57,6 +57,7 @@ class BacktestOptions:
     plot: Path | None = None
     progress: bool | None = None  # None: a bar on a terminal only
     skip: bool = True
+    baselines: bool = True  # replay rules/baselines/ beside the versions (docs/backtest.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,7 @@ def run_backtest(options: BacktestOptions, *, clock: Clock = system_clock,
                  out: TextIO | None = None) -> dict[str, Any]:
     """Run everything; returns the report (also written to ``--output`` and printed)."""
     found = variants(options.rule_files, options.sweeps)
+    yardsticks = baseline_variants(found) if options.baselines else []
     if options.plot is not None:
         require_matplotlib()
     events = _read_events(options.source) if isinstance(options.source, EventsSource) else None
@@ -103,11 +105,13 @@ def run_backtest(options: BacktestOptions, *, clock: Clock = system_clock,
                 closed = True
                 _remove(options.db_path)
             raise
-        summaries = replay_all(db, [v.ruleset for v in found], imported.since,
+        summaries = replay_all(db, [v.ruleset for v in (*found, *yardsticks)], imported.since,
                                imported.until, skip=options.skip, progress=options.progress)
-        report = build_report(db, found, summaries, input_info=imported.info,
+        report = build_report(db, found, summaries[:len(found)], input_info=imported.info,
                               since=imported.since, until=imported.until,
-                              generated_at=clock(), database=str(options.db_path))
+                              generated_at=clock(), database=str(options.db_path),
+                              baselines=list(zip(yardsticks, summaries[len(found):],
+                                                 strict=True)))
         finish_run(db, run_id, since=imported.since, until=imported.until, report=report)
     finally:
         if not closed:

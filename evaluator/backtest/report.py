@@ -9,6 +9,15 @@ measured on the file's samples and its OWN predictions (``rule_version``), over 
 period. Its row shows the window it predicts with; the full statistics (both windows, the
 missed cards) stay in ``stats``.
 
+Two classes everywhere precision and recall appear (``by_class``): ``first_fault``, predictions
+made on a card with no fault observed at or before t0 (early warnings), and ``repeat``, made on
+a card that had already failed. The baselines of ``rules/baselines/`` (a naive "any new
+correctable error in 24 h" and "repeat after any uncorrectable increase") are replayed by the
+same engine on the same data and reported in ``baselines`` with the same shape; each version
+gets its ``lift`` over each baseline of its window per class (its value / the baseline's; null
+when either is null or the baseline's is 0), and a ``flag`` when it does not beat the best
+baseline's first-fault recall at equal or better first-fault precision.
+
 Base rates, the same for every version: cards, monitorable cards, observed card-days (exposure),
 cards with a fault, faults preceded by any correctable error at all (a correctable count above 0
 on the card before its first fault: the recall ceiling of any correctable-ECC rule). Per version
@@ -79,6 +88,8 @@ def version_report(db: Database, variant: Variant, summary: ReplaySummary,
         **{k: own[k] for k in ("predictions", "matured", "precision", "recall", "f1",
                                "sufficient", "note", "faulty_cards", "predicted_faulty_cards",
                                "missed_cards")},
+        "by_class": {cls: {k: stats[k] for k in CLASS_FIELDS}
+                     for cls, stats in own["by_class"].items()},
         "lead_time_days": _days(lead),
         "by_layer": counts_by(db, rs.version, "layer"),
         "by_signal": counts_by(db, rs.version, "signal"),
@@ -93,12 +104,16 @@ def version_report(db: Database, variant: Variant, summary: ReplaySummary,
 
 def build_report(db: Database, variants: Sequence[Variant], summaries: Sequence[ReplaySummary],
                  *, input_info: dict[str, Any], since: datetime, until: datetime,
-                 generated_at: datetime, database: str) -> dict[str, Any]:
+                 generated_at: datetime, database: str,
+                 baselines: Sequence[tuple[Variant, ReplaySummary]] = ()) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     faults: list[Fault] = []
     for variant, summary in zip(variants, summaries, strict=True):
         row, faults = version_report(db, variant, summary, since, until)
         rows.append(row)
+    yardsticks = [version_report(db, v, s, since, until)[0] for v, s in baselines]
+    for row in rows:
+        compare(row, [b for b in yardsticks if b["window_days"] == row["window_days"]])
     first = rows[0]["stats"]["windows"][0] if rows else {}
     preceded = preceded_by_correctable(db, [_key(f) for f in faults])
     return {
@@ -118,15 +133,60 @@ def build_report(db: Database, variants: Sequence[Variant], summaries: Sequence[
             "recall_ceiling_correctable": round(preceded / len(faults), 4) if faults else None,
         },
         "versions": rows,
+        "baselines": yardsticks,
         "reference": PAPER if input_info.get("preset") == "calchas" else None,
         "disclaimer": DISCLAIMER,
     }
+
+
+CLASS_FIELDS = ("predictions", "matured", "precision", "recall", "f1", "sufficient", "note",
+                "faulty_cards", "predicted_faulty_cards", "missed_cards")
+
+
+def _lift(value: float | None, base: float | None) -> float | None:
+    return None if value is None or base is None or base == 0 else round(value / base, 4)
+
+
+def compare(row: dict[str, Any], baselines: Sequence[dict[str, Any]]) -> None:
+    """Add ``lift`` (per baseline, per class) and ``flag`` to a version's row."""
+    row["lift"] = {
+        b["version"]: {cls: {k: _lift(row["by_class"][cls][k], b["by_class"][cls][k])
+                             for k in ("precision", "recall")} for cls in row["by_class"]}
+        for b in baselines}
+    known = [b for b in baselines if b["by_class"]["first_fault"]["recall"] is not None]
+    if not known:
+        row["flag"] = None if not baselines else (
+            "not comparable: no baseline has a first-fault recall (not enough data)")
+        return
+    best = max(known, key=lambda b: b["by_class"]["first_fault"]["recall"])
+    mine, theirs = row["by_class"]["first_fault"], best["by_class"]["first_fault"]
+    beats = (mine["recall"] is not None and mine["precision"] is not None
+             and theirs["precision"] is not None and mine["recall"] > theirs["recall"]
+             and mine["precision"] >= theirs["precision"])
+    row["flag"] = None if beats else (
+        f"does not beat the best baseline {best['version']} on first-fault recall "
+        f"({_num(mine['recall'])} vs {_num(theirs['recall'])}) at equal or better first-fault "
+        f"precision ({_num(mine['precision'])} vs {_num(theirs['precision'])})")
 
 
 def _num(value: Any) -> str:
     if value is None:
         return "null"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _class_cell(stats: dict[str, Any]) -> str:
+    return f"{stats['matured']} {_num(stats['precision'])}/{_num(stats['recall'])}"
+
+
+def _table_row(label: str, v: dict[str, Any]) -> tuple[str, ...]:
+    p, lead = v["predictions"], v["lead_time_days"]
+    layers = {k: sum(s.values()) for k, s in v["by_layer"].items()}
+    return (label, f"{v['window_days']}d", str(p["pending"]), str(p["hit"]), str(p["miss"]),
+            str(p["voided"]), _num(v["precision"]), _num(v["recall"]), _num(v["f1"]),
+            _class_cell(v["by_class"]["first_fault"]), _class_cell(v["by_class"]["repeat"]),
+            "/".join(_num(lead[k]) for k in ("min", "median", "max")),
+            str(layers.get("strong", 0)), str(layers.get("trend", 0)))
 
 
 def render_text(report: dict[str, Any]) -> str:
@@ -143,20 +203,16 @@ def render_text(report: dict[str, Any]) -> str:
         "",
     ]
     head = ("version", "win", "pend", "hit", "miss", "void", "precision", "recall", "F1",
-            "lead d min/med/max", "strong", "trend")
-    table = [head]
-    for v in report["versions"]:
-        p, lead = v["predictions"], v["lead_time_days"]
-        layers = {k: sum(s.values()) for k, s in v["by_layer"].items()}
-        table.append((v["label"], f"{v['window_days']}d", str(p["pending"]), str(p["hit"]),
-                      str(p["miss"]), str(p["voided"]), _num(v["precision"]),
-                      _num(v["recall"]), _num(v["f1"]),
-                      "/".join(_num(lead[k]) for k in ("min", "median", "max")),
-                      str(layers.get("strong", 0)), str(layers.get("trend", 0))))
+            "1st-fault n P/R", "repeat n P/R", "lead d min/med/max", "strong", "trend")
+    table: list[tuple[str, ...]] = [head]
+    yardsticks = [("baseline " + b["label"], b) for b in report.get("baselines", [])]
+    for label, v in [(v["label"], v) for v in report["versions"]] + yardsticks:
+        table.append(_table_row(label, v))
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
               for r in table]
     lines += ["", *(f"{v['label']}: {v['note']}" for v in report["versions"])]
+    lines += [f"{v['label']}: FLAG {v['flag']}" for v in report["versions"] if v.get("flag")]
     if report.get("reference"):
         ref = report["reference"]
         lines.append(f"reference ({ref['granularity']} level, the paper's own ML model): "

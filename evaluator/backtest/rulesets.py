@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluator.config.rules import load_ruleset
+from evaluator.config.rules import BASELINE_FILES, load_ruleset
 from evaluator.rules.params import FROZEN_KEYS, SPEC_BY_KEY, coerce
 from evaluator.rules.ruleset import ENV_PREFIX, RuleSet
 from gpu_health.errors import ConfigError
@@ -77,6 +77,16 @@ def parse_sweeps(items: Sequence[str]) -> list[tuple[str, list[str]]]:
 
 def _sweepable(key: str) -> bool:
     return SPEC_BY_KEY[key].kind in ("int", "float")
+
+
+def baseline_variants(found: Sequence[Variant],
+                      files: Sequence[Path] = BASELINE_FILES) -> list[Variant]:
+    """The baseline rule sets, once per hit window the requested versions use (a version is
+    only ever compared with baselines of its own window)."""
+    windows = sorted({v.ruleset.params.window_days for v in found})
+    taken = {v.ruleset.version for v in found}
+    return [b for b in variants(files, [("window_days", [str(w) for w in windows])])
+            if b.ruleset.version not in taken]
 
 
 def variants(rule_files: Sequence[Path], sweeps: Sequence[tuple[str, list[str]]]) -> list[Variant]:

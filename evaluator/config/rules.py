@@ -19,6 +19,9 @@ from gpu_health.errors import ConfigError
 RULES_DIR: Final = Path(__file__).resolve().parents[2] / "rules"
 DEFAULT_VERSION: Final = "v2-ecc-xid"  # the default ``rules.active``
 DEFAULT_RULE_FILE: Final = RULES_DIR / f"{DEFAULT_VERSION}.yaml"
+# The yardsticks the backtest replays beside every version (never run live).
+BASELINE_FILES: Final = (RULES_DIR / "baselines" / "baseline-new-correctable.yaml",
+                         RULES_DIR / "baselines" / "baseline-repeat.yaml")
 
 
 def load_ruleset(path: str | Path = DEFAULT_RULE_FILE, *, env: Mapping[str, str]) -> RuleSet:

@@ -95,6 +95,20 @@ def test_import_then_replay_again_on_the_marked_file(
     assert report["input"]["cards"] == 2 and report["input"]["observe_after_days"] == 30
     assert report["base_rates"]["cards_with_fault"] == 2
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the baselines ran beside, once per window, through the same engine, in the same shape
+    baselines = report["baselines"]
+    assert sorted((b["base_version"], b["window_days"]) for b in baselines) == [
+        ("baseline-new-correctable", 7), ("baseline-new-correctable", 30),
+        ("baseline-repeat", 7), ("baseline-repeat", 30)]
+    for entry in (*report["versions"], *baselines):
+        assert set(entry["by_class"]) == {"first_fault", "repeat"}
+        for cls in entry["by_class"].values():
+            assert {"predictions", "matured", "precision", "recall", "f1", "faulty_cards",
+                    "predicted_faulty_cards", "missed_cards"} <= set(cls)
+    for version in report["versions"]:
+        assert len(version["lift"]) == 2  # the two baselines of its own window
+        assert "flag" in version
+    assert "baseline baseline-repeat" in text and "1st-fault n P/R" in text
     # importing again would double the history
     assert run(tmp_path, "--db", str(path), *events_args(tmp_path)) == 2
     assert "already holds" in capsys.readouterr().err

@@ -137,7 +137,7 @@ def test_operational_overrides_do_not_fork_the_version() -> None:
     ("GPU_HEALTH_RULE_RATIO", "fast"), ("GPU_HEALTH_RULE_RATIO", "-1"),
     ("GPU_HEALTH_RULE_RATIO", "nan"), ("GPU_HEALTH_RULE_WINDOW_DAYS", "14"),
     ("GPU_HEALTH_RULE_MIN_INCREASE", "3.5"), ("GPU_HEALTH_RULE_ENABLED", "maybe"),
-    ("GPU_HEALTH_RULE_CONSECUTIVE_WINDOWS", "1"), ("GPU_HEALTH_RULE_RATIO", "8"),
+    ("GPU_HEALTH_RULE_CONSECUTIVE_WINDOWS", "0"), ("GPU_HEALTH_RULE_RATIO", "8"),
 ])
 def test_invalid_override_falls_back_to_the_file_with_a_warning(
     name: str, value: str, caplog: pytest.LogCaptureFixture

@@ -1,0 +1,52 @@
+"""The baselines the backtest replays beside every version, and how a version is compared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaluator.backtest.report import compare
+from evaluator.backtest.rulesets import Variant, baseline_variants
+from evaluator.config.rules import BASELINE_FILES, load_ruleset
+
+
+def entry(version: str, window: int, ff: tuple[float | None, float | None],
+          rep: tuple[float | None, float | None]) -> dict[str, Any]:
+    return {"version": version, "window_days": window, "by_class": {
+        "first_fault": {"precision": ff[0], "recall": ff[1]},
+        "repeat": {"precision": rep[0], "recall": rep[1]}}}
+
+
+def test_the_shipped_baselines_load_and_say_what_they_are() -> None:
+    naive, repeat = (load_ruleset(path, env={}) for path in BASELINE_FILES)
+    assert naive.version == "baseline-new-correctable"
+    p = naive.params
+    assert (p.min_increase, p.consecutive_windows, p.growth_window_hours, p.ratio) == (
+        1, 1, 24, 1.0)  # any increase over the last day, no shape or ratio gate
+    assert repeat.version == "baseline-repeat" and repeat.params.min_increase >= 10**9
+
+
+def test_baselines_run_once_per_window_the_versions_use() -> None:
+    week = Variant(load_ruleset(BASELINE_FILES[0].parents[1] / "v1-ecc-growth.yaml", env={}))
+    got = baseline_variants([week])
+    assert [(v.ruleset.base_version, v.ruleset.params.window_days) for v in got] == [
+        ("baseline-new-correctable", 7), ("baseline-repeat", 7)]
+
+
+def test_lift_and_the_flag() -> None:
+    naive = entry("naive", 7, (0.05, 0.08), (0.14, None))
+    repeat = entry("repeat", 7, (None, None), (0.14, None))
+    worse = entry("v1", 7, (0.0, 0.0), (0.14, None))
+    compare(worse, [naive, repeat])
+    assert worse["lift"]["naive"]["first_fault"] == {"precision": 0.0, "recall": 0.0}
+    assert worse["lift"]["repeat"]["first_fault"] == {"precision": None, "recall": None}
+    assert worse["lift"]["repeat"]["repeat"]["precision"] == 1.0
+    assert worse["flag"].startswith("does not beat the best baseline naive")
+    better = entry("v9", 7, (0.05, 0.2), (0.1, None))
+    compare(better, [naive, repeat])
+    assert better["flag"] is None  # more first faults at equal precision
+    imprecise = entry("v8", 7, (0.01, 0.2), (0.1, None))
+    compare(imprecise, [naive])
+    assert imprecise["flag"] is not None  # more recall bought with less precision
+    unknown = entry("v7", 7, (None, None), (None, None))
+    compare(unknown, [repeat])
+    assert unknown["flag"].startswith("not comparable")
