@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from gpu_health import __version__
 from gpu_health.clock import Clock
 from gpu_health.contract import (
+    BANK_METRIC,
     CARD_LABELS,
     COUNTER_KEYS,
     INFO_LABELS,
@@ -23,6 +24,8 @@ from gpu_health.contract import (
     METRIC_HELP,
     METRIC_NAMES,
     METRIC_TYPES,
+    REMAP_HELP,
+    REMAP_ROW_METRICS,
 )
 
 from .cache import ReadingCache, VendorStatus
@@ -77,13 +80,24 @@ def card_families(readings: Iterable[CardReading]) -> list[Metric]:
         )
         for key in COUNTER_KEYS
     }
+    rows = {key: GaugeMetricFamily(name, REMAP_HELP[key], labels=list(CARD_LABELS))
+            for key, name in REMAP_ROW_METRICS.items()}
+    banks = GaugeMetricFamily(BANK_METRIC, REMAP_HELP[BANK_METRIC],
+                              labels=[*CARD_LABELS, "level"])
     for reading in readings:
         labels = [str(reading.gpu), reading.uuid or "", reading.vendor]
         info.add_metric([*labels, reading.model], 1.0)
         for key, value in reading.counters.items():
             if value is not None:
                 families[key].add_metric(labels, float(value))
-    return [info, *families.values()]
+        for remap_key, known in reading.remap.items():
+            if known is None:
+                continue
+            if remap_key in rows:
+                rows[remap_key].add_metric(labels, float(known))
+            else:
+                banks.add_metric([*labels, remap_key.removeprefix("remap_banks_")], float(known))
+    return [info, *families.values(), *rows.values(), banks]
 
 
 def status_families(vendors: Iterable[VendorStatus]) -> list[Metric]:

@@ -11,9 +11,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from gpu_health.contract import COUNTER_KEYS, CounterKey
+from gpu_health.contract import COUNTER_KEYS, REMAP_KEYS, CounterKey, RemapKey
 
 Counters = Mapping[CounterKey, int | None]
+RemapDetails = Mapping[RemapKey, int | None]
+
+
+def make_remap(known: Mapping[RemapKey, int | None] | None = None) -> RemapDetails:
+    """All seven row-remap detail keys, ``None`` (unknown) for every key not given."""
+    values: dict[RemapKey, int | None] = dict.fromkeys(REMAP_KEYS)
+    values.update(known or {})
+    return MappingProxyType(values)
 
 
 def make_counters(known: Mapping[CounterKey, int | None] | None = None) -> Counters:
@@ -42,6 +50,7 @@ class CardReading:
     model: str
     counters: Counters = field(default_factory=make_counters)
     pci_bus_id: str | None = None
+    remap: RemapDetails = field(default_factory=make_remap)  # NVIDIA only, where listed
 
 
 @dataclass(frozen=True, slots=True)

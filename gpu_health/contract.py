@@ -85,3 +85,31 @@ MEMORY_XIDS: Final[tuple[int, ...]] = (48, 63, 64, 94, 95)
 SOURCE_REAL: Final = "real"
 SOURCE_SIMULATED: Final = "simulated"
 SOURCES: Final[tuple[str, ...]] = (SOURCE_REAL, SOURCE_SIMULATED)
+
+# Row-remap details (NVIDIA drivers that list remapped_rows.* in --help-query-gpu; DCGM fields
+# 392/393 for dcgm-exporter users): rows remapped for correctable and for uncorrectable errors,
+# and the bank remap-availability histogram (how many banks have max/high/partial/low/none of
+# their spare rows left). Gauges; absent when unknown, never 0. The store keeps one nullable
+# column per key; the recommended-action policy (docs/actions.md) reads them.
+RemapKey = Literal[
+    "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_banks_max",
+    "remap_banks_high", "remap_banks_partial", "remap_banks_low", "remap_banks_none",
+]
+REMAP_KEYS: Final[tuple[RemapKey, ...]] = (
+    "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_banks_max",
+    "remap_banks_high", "remap_banks_partial", "remap_banks_low", "remap_banks_none",
+)
+BANK_LEVELS: Final[tuple[str, ...]] = ("max", "high", "partial", "low", "none")
+REMAP_ROW_METRICS: Final[dict[str, str]] = {
+    "remapped_rows_correctable": METRIC_PREFIX + "remapped_rows_correctable",
+    "remapped_rows_uncorrectable": METRIC_PREFIX + "remapped_rows_uncorrectable",
+}
+BANK_METRIC: Final = METRIC_PREFIX + "remap_bank_availability"  # {level}: banks at that level
+REMAP_HELP: Final[dict[str, str]] = {
+    "remapped_rows_correctable": "Rows remapped because of correctable errors. Absent when "
+    "unknown.",
+    "remapped_rows_uncorrectable": "Rows remapped because of uncorrectable errors. Absent when "
+    "unknown.",
+    BANK_METRIC: "Memory banks by remap availability (level: max, high, partial, low, none "
+    "spare rows left). Absent when unknown.",
+}

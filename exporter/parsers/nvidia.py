@@ -19,10 +19,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpu_health.contract import CounterKey
+from gpu_health.contract import CounterKey, RemapKey
 from gpu_health.errors import ParseError
 
-from ..model import CardReading, ParsedOutput, make_counters
+from ..model import CardReading, ParsedOutput, make_counters, make_remap
 from .cells import CellReader, is_declared_unknown, parse_index, require_unique
 
 VENDOR = "nvidia"
@@ -43,6 +43,17 @@ HEALTH_FIELDS: tuple[str, ...] = (
     REMAP_PENDING,
     REMAP_FAILURE,
 )
+# Row-remap details, probed and queried like the health fields (drivers > 450 list them).
+REMAP_DETAIL_FIELDS: dict[str, RemapKey] = {
+    "remapped_rows.correctable": "remapped_rows_correctable",
+    "remapped_rows.uncorrectable": "remapped_rows_uncorrectable",
+    "remapped_rows.histogram.max": "remap_banks_max",
+    "remapped_rows.histogram.high": "remap_banks_high",
+    "remapped_rows.histogram.partial": "remap_banks_partial",
+    "remapped_rows.histogram.low": "remap_banks_low",
+    "remapped_rows.histogram.none": "remap_banks_none",
+}
+PROBED_FIELDS: tuple[str, ...] = (*HEALTH_FIELDS, *REMAP_DETAIL_FIELDS)
 REQUIRED_IDENTITY: tuple[str, ...] = ("index", "name")
 OPTIONAL_IDENTITY: tuple[str, ...] = ("uuid", "pci.bus_id")
 
@@ -97,7 +108,7 @@ def plan_columns(
     missing = [f for f in REQUIRED_IDENTITY if not help_fields.supports(f)]
     if missing:
         raise ParseError(f"--help-query-gpu does not list {', '.join(missing)}")
-    wanted = (*REQUIRED_IDENTITY, *OPTIONAL_IDENTITY, *HEALTH_FIELDS)
+    wanted = (*REQUIRED_IDENTITY, *OPTIONAL_IDENTITY, *PROBED_FIELDS)
     return tuple(
         f
         for f in wanted
@@ -151,6 +162,8 @@ def _reading(cells: dict[str, str], number: int, reader: CellReader) -> CardRead
         if field in cells:
             known[key] = reader.flag(cells[field], f"{where} {field}")
     known["retired_pages"] = _retired_pages(cells, where, reader)
+    remap = {key: reader.count(cells[field], f"{where} {field}")
+             for field, key in REMAP_DETAIL_FIELDS.items() if field in cells}
     return CardReading(
         vendor=VENDOR,
         gpu=gpu,
@@ -158,6 +171,7 @@ def _reading(cells: dict[str, str], number: int, reader: CellReader) -> CardRead
         model=_text(cells.get("name")) or "",
         counters=make_counters(known),
         pci_bus_id=_text(cells.get("pci.bus_id")),
+        remap=make_remap(remap),
     )
 
 

@@ -72,7 +72,7 @@ class NvidiaSource(VendorSource):
             "the driver accepted it), else 0.",
             labels=["field"],
         )
-        for field in nvidia.HEALTH_FIELDS:
+        for field in nvidia.PROBED_FIELDS:
             usable = probe.fields.supports(field) and field not in self._rejected
             family.add_metric([field], 1.0 if usable else 0.0)
         return (family,)
@@ -96,7 +96,7 @@ class NvidiaSource(VendorSource):
                      ", ".join(sorted(self._rejected)))
         self._rejected = frozenset()  # every probe gives every listed field a chance again
         if probe is None or probe.fields != fields:
-            missing = [f for f in nvidia.HEALTH_FIELDS if not fields.supports(f)]
+            missing = [f for f in nvidia.PROBED_FIELDS if not fields.supports(f)]
             log.info("nvidia-smi probe: %d fields listed; candidate fields not listed: %s",
                      len(fields.names), ", ".join(missing) or "none")
         self._probe = _Probe(fields, now)

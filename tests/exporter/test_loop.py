@@ -95,7 +95,9 @@ def test_negative_numbers_are_absent_and_counted_card_still_listed_no_real_captu
     assert metrics.get("gpu_health_ecc_uncorrected_total", **CARD0) is None
     assert metrics.get("gpu_health_ecc_corrected_total", **CARD0) is None
     assert metrics.get("gpu_health_remapped_rows_pending", **CARD0) == 0
-    assert errors(metrics, "invalid_value") == 2
+    # the two ECC counts and the two remapped-row counts were "0" in the capture
+    assert metrics.get("gpu_health_remapped_rows_correctable", **CARD0) is None
+    assert errors(metrics, "invalid_value") == 4
     assert metrics.get("gpu_health_exporter_collect_success", vendor="nvidia") == 1
     mode_file.write_text("ok")
     exporter.loop.tick()

@@ -52,7 +52,9 @@ def test_help_garbage_is_a_parse_error(text: str) -> None:
 
 def test_plan_puts_identity_first_and_skips_rejected_fields() -> None:
     fields = nvidia.parse_help(HELP_590)
-    assert nvidia.plan_columns(fields) == FULL_PLAN
+    details = [f for f in nvidia.REMAP_DETAIL_FIELDS if fields.supports(f)]
+    assert details  # the remapped-row counts and/or the bank histogram, probed like the rest
+    assert nvidia.plan_columns(fields) == (*FULL_PLAN, *details)
     columns = nvidia.plan_columns(fields, frozenset({nvidia.REMAP_FAILURE, "index"}))
     assert nvidia.REMAP_FAILURE not in columns and columns[0] == "index"
 

@@ -11,6 +11,10 @@ from tests.shared import FIXTURES
 from .conftest import MakeExporter
 from .support import CNMON, XPU_SMI, FakeClock, invocations, scrape
 
+# The row-remap details this help text lists (the project's 590.48.01 fixture lists the two
+# remapped-row counts); the fake refuses the LAST field asked for in its exit2 mode.
+REMAP_ROWS = ["remapped_rows.correctable", "remapped_rows.uncorrectable"]
+REFUSED = REMAP_ROWS[-1]
 CARD0 = {"gpu": "0", "uuid": "GPU-00000000-0000-0000-0000-000000000000", "vendor": "nvidia"}
 
 
@@ -28,7 +32,7 @@ def test_probe_is_cached_for_30_minutes_and_each_tick_runs_one_query(
     assert kinds == ["probe", "query", "query", "query", "probe", "query"]
     query = calls[1]
     assert query[0] == "--query-gpu=" + ",".join(
-        ["index", "name", "uuid", "pci.bus_id", *nvidia.HEALTH_FIELDS])
+        ["index", "name", "uuid", "pci.bus_id", *nvidia.HEALTH_FIELDS, *REMAP_ROWS])
     assert query[1] == "--format=csv,noheader,nounits"
 
 
@@ -64,11 +68,11 @@ def test_field_refused_despite_help_is_dropped_and_the_next_tick_recovers_no_rea
     exporter.loop.tick()
     metrics = scrape(exporter.registry)
     assert metrics.get("gpu_health_exporter_collect_success", vendor="nvidia") == 1
-    assert metrics.get(FIELD_SUPPORTED_METRIC, field=nvidia.REMAP_FAILURE) == 0
-    assert metrics.get("gpu_health_remapped_rows_failure", **CARD0) is None
+    assert metrics.get(FIELD_SUPPORTED_METRIC, field=REFUSED) == 0
+    assert metrics.get("gpu_health_remapped_rows_uncorrectable", **CARD0) is None
     assert metrics.get("gpu_health_remapped_rows_pending", **CARD0) == 0
     last_query = invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))[-1][0]
-    assert nvidia.REMAP_FAILURE not in last_query
+    assert REFUSED not in last_query
 
 
 def test_a_refused_field_is_queried_again_after_the_30_minute_probe_no_real_capture(
@@ -82,14 +86,14 @@ def test_a_refused_field_is_queried_again_after_the_30_minute_probe_no_real_capt
     mode.write_text("ok")
     clock.advance(29 * 60)
     exporter.loop.tick()  # still inside the probe's 30 minutes: queried without the field
-    assert nvidia.REMAP_FAILURE not in invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))[-1][0]
+    assert REFUSED not in invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))[-1][0]
     clock.advance(2 * 60)
     exporter.loop.tick()  # the probe ran again: every listed field gets its chance back
     calls = invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))
-    assert calls[-2] == ["--help-query-gpu"] and nvidia.REMAP_FAILURE in calls[-1][0]
+    assert calls[-2] == ["--help-query-gpu"] and REFUSED in calls[-1][0]
     metrics = scrape(exporter.registry)
-    assert metrics.get(FIELD_SUPPORTED_METRIC, field=nvidia.REMAP_FAILURE) == 1
-    assert metrics.get("gpu_health_remapped_rows_failure", **CARD0) == 0
+    assert metrics.get(FIELD_SUPPORTED_METRIC, field=REFUSED) == 1
+    assert metrics.get("gpu_health_remapped_rows_uncorrectable", **CARD0) == 0
 
 
 def test_probe_failure_is_counted_as_probe_and_retried_next_tick(
