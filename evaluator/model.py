@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
-from gpu_health.contract import SOURCE_REAL
+from gpu_health.contract import REMAP_KEYS, SOURCE_REAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,25 @@ class Counters:
 
 
 @dataclass(frozen=True, slots=True)
+class RemapDetails:
+    """Row-remap details (``gpu_health.contract.REMAP_KEYS``); ``None`` is unknown."""
+
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    remap_banks_max: int | None = None
+    remap_banks_high: int | None = None
+    remap_banks_partial: int | None = None
+    remap_banks_low: int | None = None
+    remap_banks_none: int | None = None
+
+    def as_tuple(self) -> tuple[int | None, ...]:
+        return tuple(getattr(self, key) for key in REMAP_KEYS)
+
+
+UNKNOWN_REMAP: Final = RemapDetails()
+
+
+@dataclass(frozen=True, slots=True)
 class Sample:
     """One stored (or to-be-stored) row of ``gpu_health_samples``. ``sampled_at`` is aware UTC."""
 
@@ -52,6 +72,7 @@ class Sample:
     gpu_uuid: str | None
     sampled_at: datetime
     counters: Counters
+    remap: RemapDetails = UNKNOWN_REMAP
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,14 +27,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from evaluator.ingest.exposition import RawSample, parse_samples
-from evaluator.model import Counters
+from evaluator.model import UNKNOWN_REMAP, Counters, RemapDetails
 from gpu_health.contract import (
+    BANK_LEVELS,
+    BANK_METRIC,
     COUNTER_KEYS,
     INFO_METRIC,
     METRIC_NAMES,
     METRIC_PREFIX,
+    REMAP_KEYS,
+    REMAP_ROW_METRICS,
     XID_METRIC,
-    CounterKey,
 )
 from gpu_health.errors import ParseError
 
@@ -44,8 +47,10 @@ MAX_XID = 2**31 - 1  # the store's xid column is INTEGER
 XID_LABEL = "xid"
 SELF_METRIC_PREFIX = METRIC_PREFIX + "exporter_"
 
-_KEY_BY_NAME: dict[str, CounterKey] = {name: key for key, name in METRIC_NAMES.items()}
-WANTED_METRICS: frozenset[str] = frozenset((*METRIC_NAMES.values(), INFO_METRIC, XID_METRIC))
+_KEY_BY_NAME: dict[str, str] = {name: key for key, name in METRIC_NAMES.items()}
+_KEY_BY_NAME.update({name: key for key, name in REMAP_ROW_METRICS.items()})
+WANTED_METRICS: frozenset[str] = frozenset((*_KEY_BY_NAME, INFO_METRIC, XID_METRIC,
+                                            BANK_METRIC))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,7 @@ class CardReading:
     gpu_uuid: str | None
     counters: Counters
     xids: tuple[tuple[int, int], ...] = ()
+    remap: RemapDetails = UNKNOWN_REMAP
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,16 +109,16 @@ class _CardBuilder:
                  "xids")
 
     def __init__(self) -> None:
-        self.values: dict[CounterKey, int | None] = {}
-        self.seen: set[CounterKey] = set()
-        self.duplicates: set[CounterKey] = set()
+        self.values: dict[str, int | None] = {}  # counter and row-remap detail keys
+        self.seen: set[str] = set()
+        self.duplicates: set[str] = set()
         self.uuids: set[str] = set()
         self.vendors: set[str] = set()
         self.xids: dict[int, int | None] = {}
         self.xid_duplicates: set[int] = set()
         self.series = 0
 
-    def add_counter(self, key: CounterKey, text: str, unknown: Counter[str]) -> None:
+    def add_counter(self, key: str, text: str, unknown: Counter[str]) -> None:
         if key in self.seen:
             self.duplicates.add(key)
             unknown["duplicate"] += 1
@@ -166,10 +172,10 @@ def extract_cards(samples: Iterable[RawSample],
     ignored: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
     for sample in samples:
-        key = _KEY_BY_NAME.get(sample.name)
+        key = _key(sample, ignored)
         is_xid = sample.name == XID_METRIC
         if key is None and not is_xid and sample.name != INFO_METRIC:
-            continue
+            continue  # includes a bank-histogram sample without a known level
         xid = _whole(sample.labels.get(XID_LABEL, ""), MAX_XID) if is_xid else None
         if is_xid and xid is None:
             ignored["no_xid_label" if XID_LABEL not in sample.labels else "bad_xid_label"] += 1
@@ -196,9 +202,21 @@ def _finish(index: int, card: _CardBuilder, ignored: Counter[str]) -> CardReadin
         ignored["conflicting_vendor"] += card.series
         return None
     values = (None if k in card.duplicates else card.values.get(k) for k in COUNTER_KEYS)
+    remap = (None if k in card.duplicates else card.values.get(k) for k in REMAP_KEYS)
     card_uuid = next(iter(card.uuids)) if card.uuids else None
     xids = tuple((x, v) for x, v in sorted(card.xids.items()) if v is not None)
-    return CardReading(index, card_uuid, Counters(*values), xids)
+    return CardReading(index, card_uuid, Counters(*values), xids, RemapDetails(*remap))
+
+
+def _key(sample: RawSample, ignored: Counter[str]) -> str | None:
+    """The store key of a contract sample (a counter or a row-remap detail), or None."""
+    if sample.name != BANK_METRIC:
+        return _KEY_BY_NAME.get(sample.name)
+    level = sample.labels.get("level", "")
+    if level not in BANK_LEVELS:
+        ignored["bad_level_label"] += 1
+        return None
+    return "remap_banks_" + level
 
 
 def parse_cards(text: str, *, sample_limit: int | None = None,

@@ -141,7 +141,8 @@ class Ingestor:
                     report.decisions[Reason.ALL_UNKNOWN] += 1
                     continue
                 key = CardKey(node, card.gpu_index, self.source)
-                readings[key] = Sample(key, card.gpu_uuid, result.scraped_at, card.counters)
+                readings[key] = Sample(key, card.gpu_uuid, result.scraped_at, card.counters,
+                                       card.remap)
         return readings
 
     def _nodes_due(self, results: Sequence[ScrapeResult]) -> list[NodeRecord]:

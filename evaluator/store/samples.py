@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from evaluator.model import CardKey, Counters, Sample
+from evaluator.model import CardKey, Counters, RemapDetails, Sample
 from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc, to_naive_utc
-from gpu_health.contract import COUNTER_KEYS
+from gpu_health.contract import COUNTER_KEYS, REMAP_KEYS
 from gpu_health.errors import StoreError
 
-_COLUMNS = ("node_id", "gpu_index", "gpu_uuid", "source", "sampled_at", *COUNTER_KEYS)
+_COLUMNS = ("node_id", "gpu_index", "gpu_uuid", "source", "sampled_at", *COUNTER_KEYS,
+            *REMAP_KEYS)
 _COLUMN_LIST = ", ".join(_COLUMNS)
 
 
@@ -24,12 +25,14 @@ def _row_to_sample(row: Sequence[object]) -> Sample:
     node_id, gpu_index, gpu_uuid, source, sampled_at, *values = row
     if not isinstance(sampled_at, datetime) or not isinstance(gpu_index, int):
         raise StoreError(f"unexpected sample row shape: {row!r}", reason="row_shape")
-    counters = [None if v is None else int(v) for v in values]  # type: ignore[call-overload]
+    known = [None if v is None else int(v) for v in values]  # type: ignore[call-overload]
+    n = len(COUNTER_KEYS)
     return Sample(
         key=CardKey(str(node_id), gpu_index, str(source)),
         gpu_uuid=None if gpu_uuid is None else str(gpu_uuid),
         sampled_at=from_naive_utc(sampled_at),
-        counters=Counters(*counters),
+        counters=Counters(*known[:n]),
+        remap=RemapDetails(*known[n:]),
     )
 
 
@@ -46,11 +49,13 @@ def insert_samples(db: Database, samples: Sequence[Sample]) -> int:
             s.key.source,
             to_naive_utc(s.sampled_at),
             *s.counters.as_tuple(),
+            *s.remap.as_tuple(),
         )
         for column, value in zip(columns, values, strict=True):
             column.append(value)
     # Explicit casts: an all-NULL list would otherwise be typed INTEGER/NULL by the binder.
-    casts = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMP", *["BIGINT"] * 5)
+    casts = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMP",
+             *["BIGINT"] * (len(COUNTER_KEYS) + len(REMAP_KEYS)))
     selects = ", ".join(
         f"unnest(${i + 1}::{cast}[])" for i, cast in enumerate(casts)
     )

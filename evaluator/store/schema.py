@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from gpu_health.contract import COUNTER_KEYS
+from gpu_health.contract import COUNTER_KEYS, REMAP_KEYS
 
 _COUNTER_COLUMNS = ",\n    ".join(f"{key} BIGINT" for key in COUNTER_KEYS)
 
@@ -121,5 +121,10 @@ CREATE TABLE gpu_health_xid_samples (
     count BIGINT NOT NULL CHECK (count >= 0)
 )""",
         ),
+    ),
+    (
+        4,
+        "row-remap details on samples (nullable, no DEFAULT: old rows read back unknown)",
+        tuple(f"ALTER TABLE gpu_health_samples ADD COLUMN {key} BIGINT" for key in REMAP_KEYS),
     ),
 )
