@@ -29,7 +29,7 @@ from aiohttp import web
 from evaluator.alerts.loop import AlertLoop
 from evaluator.app import EvaluatorApp
 from evaluator.config.file import Config
-from evaluator.config.rules import load_ruleset
+from evaluator.config.rules import load_action_policy, load_ruleset
 from evaluator.http.api.auth import Principal, TokenSet, load_tokens
 from evaluator.http.api.context import ApiContext
 from evaluator.http.api.routes import add_api_routes
@@ -40,6 +40,7 @@ from evaluator.ingest.discovery import TICK_SECONDS, Discovery
 from evaluator.ingest.pipeline import IngestPipeline
 from evaluator.ingest.retention import Retention
 from evaluator.ingest.scrape import Scraper
+from evaluator.rules.actions import ActionPolicy
 from evaluator.rules.ruleset import RuleSet
 from evaluator.selfmetrics import SelfMetrics
 from evaluator.stats.snapshot import DEFAULT_REFRESH_SECONDS, PredictionState
@@ -89,6 +90,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     ``worker_interval`` overrides the rule set's scan interval for the worker loop (the demo
     predicts every minute so that its live card is judged while someone watches)."""
     ruleset = load_active_ruleset(config, environ)
+    policy = load_action_policy()  # the shipped policy (docs/actions.md); ConfigError if broken
     tokens = None if config.api_tokens_file is None else load_tokens(config.api_tokens_file)
     db = Database(config.storage_path)
     app = EvaluatorApp(start_loops=start_loops, tokens=tokens, listen_host=config.listen_host)
@@ -107,11 +109,12 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     add_api_routes(app.web_app, ApiContext(
         db=lambda: db if app.started else None, clock=clock,
         current_rule_version=ruleset.version, tokens=tokens, listen_host=config.listen_host,
-        registry=app.registry, retention_days=config.retention_days, ruleset=ruleset))
+        registry=app.registry, retention_days=config.retention_days, ruleset=ruleset,
+        action_policy=policy))
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
-                            registry=app.node_registry)
+                            registry=app.node_registry, policy=policy)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
-    alerts = _alert_loop(config, app, db, clock, discovery)
+    alerts = _alert_loop(config, app, db, clock, discovery, policy)
     app.on_stop(lambda: asyncio.to_thread(db.close))  # registered first: runs last
     if alerts is not None:
         app.on_stop(alerts.close)
@@ -186,7 +189,7 @@ async def _log_ready(config: Config, discovery: Discovery) -> None:
 
 
 def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
-                discovery: Discovery) -> AlertLoop | None:
+                discovery: Discovery, policy: ActionPolicy) -> AlertLoop | None:
     if not config.alerting.enabled:
         log.warning("alerting.enabled is false: no GPU_FAULT_PREDICTED alert is opened or "
                     "pushed (remove the key or set it to true to alert)")
@@ -202,6 +205,6 @@ def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
 
     loop = AlertLoop(db, config.alerting, external_url=config.external_url, clock=clock,
                      registry=app.registry, present_nodes=present_nodes,
-                     node_registry=app.node_registry)
+                     node_registry=app.node_registry, policy=policy)
     app.add_loop("alerts", loop.interval, loop.tick)
     return loop

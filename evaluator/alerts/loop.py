@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Final
 
@@ -26,6 +26,8 @@ from prometheus_client import CollectorRegistry
 from evaluator.alerts.metrics import AlertMetrics
 from evaluator.alerts.pusher import Pusher, PushReport
 from evaluator.outbound import ClientOptions, client_session
+from evaluator.rules.actions import ActionPolicy, CardState, recommend
+from evaluator.store.actions import card_states
 from evaluator.store.alerts import (
     SYSTEM_ACTOR,
     AlertView,
@@ -37,6 +39,7 @@ from evaluator.store.alerts import (
 )
 from evaluator.store.db import Database
 from gpu_health.clock import Clock
+from gpu_health.contract import SOURCE_REAL
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -73,12 +76,31 @@ def sync(db: Database, now: datetime, present: Collection[str] | None, grace: ti
                       tuple(opened), tuple(removed))
 
 
+def with_actions(db: Database, state: AlertState, policy: ActionPolicy,
+                 now: datetime) -> AlertState:
+    """The open alerts with their card's recommended action (blocking: a database thread)."""
+    cards = card_states(db, now=now, source=SOURCE_REAL,
+                        xid_window=timedelta(hours=policy.xid_window_hours),
+                        nodes=sorted({a.node_id for a in state.open}))
+    by_slot = {(node, gpu): s for (node, gpu, _), s in cards.items()}
+    opened = []
+    for alert in state.open:
+        card = by_slot.get((alert.node_id, alert.gpu_index)) if alert.gpu_index is not None \
+            else None
+        rec = recommend(card or CardState(), policy)
+        opened.append(replace(alert, action=f"{rec.action}: {rec.reason} (recommended by "
+                                            f"{rec.policy}, not a diagnosis)"))
+    return replace(state, open=tuple(opened))
+
+
 class AlertLoop:
     """Owns the pusher, its HTTP session and the alert self-metrics."""
 
     def __init__(self, db: Database, config: AlertingConfig, *, external_url: str, clock: Clock,
                  registry: CollectorRegistry, present_nodes: PresentNodes,
-                 node_registry: CollectorRegistry | None = None) -> None:
+                 node_registry: CollectorRegistry | None = None,
+                 policy: ActionPolicy | None = None) -> None:
+        self.policy = policy  # the recommended action annotated on each alert (docs/actions.md)
         self.db = db
         self.config = config
         self.clock = clock
@@ -107,6 +129,8 @@ class AlertLoop:
         now = self.clock()
         state = await self.db.run(sync, self.db, now, self.present_nodes(), self.grace,
                                   self.horizon)
+        if self.policy is not None and state.open:
+            state = await self.db.run(with_actions, self.db, state, self.policy, now)
         self.last_state = state
         self._record(state)
         if self._session is None:

@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from evaluator.rules.actions import ActionPolicy, parse_policy
 from evaluator.rules.ruleset import RuleSet, parse_ruleset
 from gpu_health.errors import ConfigError
 
 RULES_DIR: Final = Path(__file__).resolve().parents[2] / "rules"
 DEFAULT_VERSION: Final = "v2-ecc-xid"  # the default ``rules.active``
 DEFAULT_RULE_FILE: Final = RULES_DIR / f"{DEFAULT_VERSION}.yaml"
+DEFAULT_ACTION_POLICY: Final = RULES_DIR / "actions" / "nvidia-memory-v1.yaml"
 # The yardsticks the backtest replays beside every version (never run live).
 BASELINE_FILES: Final = (RULES_DIR / "baselines" / "baseline-new-correctable.yaml",
                          RULES_DIR / "baselines" / "baseline-repeat.yaml")
@@ -37,3 +39,17 @@ def load_ruleset(path: str | Path = DEFAULT_RULE_FILE, *, env: Mapping[str, str]
         raise ConfigError(f"rule file {file}: must be named {ruleset.base_version}.yaml after "
                           f"its version ({ruleset.base_version!r})")
     return ruleset
+
+
+def load_action_policy(path: str | Path = DEFAULT_ACTION_POLICY) -> ActionPolicy:
+    """Read and validate a recommended-action policy (docs/actions.md)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"action policy {file}: cannot read: {exc}") from exc
+    policy = parse_policy(text, str(file))
+    if file.stem != policy.version:
+        raise ConfigError(f"action policy {file}: must be named {policy.version}.yaml after "
+                          "its version")
+    return policy

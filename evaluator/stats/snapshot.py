@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from evaluator.rules.actions import ActionPolicy, Recommendation, recommend
 from evaluator.stats.document import prediction_stats
+from evaluator.store.actions import card_states
 from evaluator.store.api_queries import CardCapability, capabilities
 from evaluator.store.db import Database
 from evaluator.store.prediction_state import OpenPrediction, open_predictions
@@ -46,6 +48,28 @@ class Snapshot:
     cards: tuple[CardCapability, ...]
     stalled: frozenset[tuple[str, int]]  # (node, gpu) with no sample for longer than the stall
     open_predictions: tuple[OpenPrediction, ...]
+    actions: tuple[tuple[tuple[str, int, str | None], Recommendation], ...] = ()
+
+
+def card_actions(db: Database, now: datetime, policy: ActionPolicy | None) -> tuple[
+        tuple[tuple[str, int, str | None], Recommendation], ...]:
+    """Every real card's recommended action (empty without a policy)."""
+    if policy is None:
+        return ()
+    states = card_states(db, now=now, source=SOURCE_REAL,
+                         xid_window=timedelta(hours=policy.xid_window_hours))
+    return tuple((card, recommend(state, policy)) for card, state in sorted(
+        states.items(), key=lambda item: (item[0][0], item[0][1])))
+
+
+def _action_family(snapshot: Snapshot) -> Iterator[Metric]:
+    family = _gauge(P + "card_action", "1 for the action the recommended-action policy names "
+                    "for the card (docs/actions.md): replace_candidate, reset_gpu, "
+                    "restart_workload, none, or unknown when the policy cannot judge the card. "
+                    "A recommendation, not a diagnosis.", [*CARD_LABELS, "action", "policy"])
+    for (node, gpu, uuid), rec in snapshot.actions:
+        family.add_metric([*_card(node, gpu, uuid), rec.action, rec.policy], 1)
+    yield family
 
 
 def compute_snapshot(db: Database, now: datetime, *, ruleset: RuleSet | None = None,
@@ -195,6 +219,7 @@ class PredictionStateCollector(Collector):
         yield from _window_families(snapshot)
         yield from _fleet_families(snapshot)
         yield from _card_families(snapshot)
+        yield from _action_family(snapshot)
         taken = _gauge("gpu_health_evaluator_prediction_snapshot_timestamp_seconds",
                        "When the prediction-state snapshot on this page was computed.")
         taken.add_metric([], snapshot.taken_at.timestamp())
@@ -217,8 +242,10 @@ class PredictionState:
 
     def __init__(self, db: Database, clock: Clock, *, ruleset: RuleSet | None,
                  retention_days: int, registry: Any, stall: timedelta = DEFAULT_STALL,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 policy: ActionPolicy | None = None) -> None:
         self.db = db
+        self.policy = policy
         self.clock = clock
         self.ruleset = ruleset
         self.retention_days = retention_days
@@ -240,5 +267,6 @@ class PredictionState:
         return snapshot
 
     def _compute(self, now: datetime) -> Snapshot:
-        return compute_snapshot(self.db, now, ruleset=self.ruleset,
-                                retention_days=self.retention_days, stall=self.stall)
+        snapshot = compute_snapshot(self.db, now, ruleset=self.ruleset,
+                                    retention_days=self.retention_days, stall=self.stall)
+        return replace(snapshot, actions=card_actions(self.db, now, self.policy))

@@ -93,6 +93,7 @@ class AlertView:
     evidence: str | None
     prediction_status: str | None
     outcome: str | None
+    action: str | None = None  # the card's recommended action, set by the alert loop
     node_gpus: tuple[int, ...] = ()  # GPUs of the node with a live real prediction
 
 

@@ -22,6 +22,7 @@ from gpu_health.clock import Clock, rfc3339
 from gpu_health.errors import ApiError
 
 if TYPE_CHECKING:
+    from evaluator.rules.actions import ActionPolicy
     from evaluator.rules.ruleset import RuleSet
 
 
@@ -45,6 +46,7 @@ class ApiContext:
     stall_minutes: int = 60
     retention_days: int = 180
     ruleset: RuleSet | None = None
+    action_policy: ActionPolicy | None = None  # recommended actions (docs/actions.md)
 
     def database(self) -> Database:
         """The open store, or ApiError(503) while there is none (start-up, shutdown)."""

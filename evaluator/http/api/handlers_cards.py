@@ -15,7 +15,9 @@ from evaluator.http.api.context import ApiContext
 from evaluator.http.api.ecc_rate import coverage, hourly_increases
 from evaluator.http.api.params import Query
 from evaluator.model import CardKey, Sample
+from evaluator.rules.actions import CardState, recommend
 from evaluator.store import api_queries as q
+from evaluator.store.actions import card_states
 from gpu_health.clock import rfc3339
 from gpu_health.contract import COUNTER_KEYS
 from gpu_health.errors import ApiError
@@ -39,6 +41,14 @@ ECC_RATE_MAX_HOURS: Final = 24 * 366
 _HOUR: Final = timedelta(hours=1)
 
 
+def _action(ctx: ApiContext, state: CardState | None) -> dict[str, Any]:
+    """The card's recommended action (docs/actions.md); ``unknown`` without a policy."""
+    if ctx.action_policy is None:
+        return {"action": "unknown", "reason": "no action policy is loaded", "policy": None}
+    rec = recommend(state or CardState(), ctx.action_policy)
+    return {"action": rec.action, "reason": rec.reason, "policy": rec.policy}
+
+
 def _floor_hour(value: datetime) -> datetime:
     return value.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
@@ -50,12 +60,16 @@ async def capabilities(ctx: ApiContext, principal: Principal, query: Query) -> d
 
     db = ctx.database()
 
-    def work() -> tuple[q.CardCapability, ...]:
+    def work() -> tuple[tuple[q.CardCapability, ...], dict[Any, CardState]]:
         if node_id is not None and not q.node_visible(db, node_id, tenants):
             raise node_not_found()
-        return q.capabilities(db, source=source, now=now, node_id=node_id, tenants=tenants)
+        cards = q.capabilities(db, source=source, now=now, node_id=node_id, tenants=tenants)
+        states = {} if ctx.action_policy is None or not cards else card_states(
+            db, now=now, source=source, nodes=sorted({c.node_id for c in cards}),
+            xid_window=timedelta(hours=ctx.action_policy.xid_window_hours))
+        return cards, {(n, i): s for (n, i, _), s in states.items()}
 
-    cards = await db.run(work)
+    cards, states = await db.run(work)
     items = [
         {
             "node_id": c.node_id,
@@ -72,6 +86,7 @@ async def capabilities(ctx: ApiContext, principal: Principal, query: Query) -> d
             # Kernel-log XID counts were stored for the slot: memory XIDs can be fault events
             # (rule sets with fault_xids, e.g. v2-ecc-xid), for backfill and recall.
             "xid_collectable": c.xid_collectable,
+            "action": _action(ctx, states.get((c.node_id, c.gpu_index))),
         }
         for c in cards
     ]

@@ -1,0 +1,143 @@
+"""Recommended actions per card from a versioned policy file (``rules/actions/*.yaml``). Pure.
+
+The policy lists branches in order (first match wins), each naming one condition of
+:data:`CONDITIONS`, the action, the document it follows and a short text. A card's
+:class:`CardState` holds what the conditions read: the latest known row-remap state and the
+memory Xids logged within the policy's window. The policy applies only to cards whose samples
+carry its vendor's row-remap fields (``remap_known``); for any other card the action is
+``unknown`` (we do not know), never ``none`` (nothing to do). docs/actions.md has the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+
+from gpu_health.errors import ConfigError
+
+ACTIONS: Final = ("replace_candidate", "reset_gpu", "restart_workload", "none", "unknown")
+UNKNOWN: Final = "unknown"
+NONE: Final = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class CardState:
+    """What the policy reads for one card (``None``: unknown)."""
+
+    remap_pending: int | None = None
+    remap_failure: int | None = None
+    banks_none: int | None = None
+    recent_xids: frozenset[int] = frozenset()
+
+    @property
+    def remap_known(self) -> bool:
+        return self.remap_pending is not None or self.remap_failure is not None
+
+
+def _positive(value: int | None) -> bool:
+    return value is not None and value > 0
+
+
+def _xid(code: int) -> Callable[[CardState], bool]:
+    def logged(state: CardState) -> bool:
+        return code in state.recent_xids
+
+    return logged
+
+
+CONDITIONS: Final[dict[str, Callable[[CardState], bool]]] = {
+    "remap_failure": lambda s: _positive(s.remap_failure),
+    "banks_exhausted": lambda s: _positive(s.banks_none),
+    "remap_pending": lambda s: _positive(s.remap_pending),
+    **{f"xid_{code}": _xid(code) for code in (48, 63, 64, 94, 95)},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    when: str
+    action: str
+    source: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActionPolicy:
+    version: str
+    sources: Mapping[str, str]
+    xid_window_hours: int
+    branches: tuple[Branch, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    action: str
+    reason: str
+    policy: str
+
+
+def recommend(state: CardState, policy: ActionPolicy) -> Recommendation:
+    """The first matching branch's action; ``none`` when the inputs are known and nothing
+    matched; ``unknown`` when the card carries none of the policy's row-remap fields."""
+    if not state.remap_known:
+        return Recommendation(UNKNOWN, "the card reports no row-remap state: this policy "
+                              "cannot judge it", policy.version)
+    for branch in policy.branches:
+        if CONDITIONS[branch.when](state):
+            return Recommendation(branch.action, branch.text, policy.version)
+    return Recommendation(NONE, "no row-remap problem and no memory Xid in the window",
+                          policy.version)
+
+
+def parse_policy(text: str, origin: str) -> ActionPolicy:
+    """Validate a policy file; ConfigError lists every problem."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{origin}: not YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{origin}: expected a mapping")
+    problems: list[str] = []
+    raw_sources = raw.get("sources")
+    sources: dict[str, Any] = raw_sources if isinstance(raw_sources, dict) else {}
+    if not sources:
+        problems.append(f"{origin}: sources must name the documents the policy follows")
+    window = raw.get("xid_window_hours")
+    if not isinstance(window, int) or isinstance(window, bool) or not 1 <= window <= 24 * 90:
+        problems.append(f"{origin}: xid_window_hours must be 1..2160")
+        window = 0
+    branches = [_branch(item, i, sources, origin, problems)
+                for i, item in enumerate(raw.get("rules") or [])]
+    if not branches:
+        problems.append(f"{origin}: rules must list at least one branch")
+    version = raw.get("version")
+    if not isinstance(version, str) or not version:
+        problems.append(f"{origin}: version is required")
+    if problems:
+        raise ConfigError(problems)
+    return ActionPolicy(str(version), {str(k): str(v) for k, v in sources.items()},
+                        int(window), tuple(b for b in branches if b is not None))
+
+
+def _branch(item: Any, i: int, sources: Mapping[str, Any], origin: str,
+            problems: list[str]) -> Branch | None:
+    where = f"{origin}: rules[{i}]"
+    if not isinstance(item, dict):
+        problems.append(f"{where}: expected a mapping")
+        return None
+    found = len(problems)
+    if item.get("when") not in CONDITIONS:
+        problems.append(f"{where}: when must be one of {', '.join(CONDITIONS)}")
+    if item.get("action") not in ACTIONS[:3]:
+        problems.append(f"{where}: action must be one of {', '.join(ACTIONS[:3])}")
+    if item.get("source") not in sources:
+        problems.append(f"{where}: source must name an entry of sources")
+    if not isinstance(item.get("text"), str) or not item["text"].strip():
+        problems.append(f"{where}: text is required")
+    if len(problems) > found:
+        return None
+    return Branch(str(item["when"]), str(item["action"]), str(item["source"]),
+                  str(item["text"]).strip())

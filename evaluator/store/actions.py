@@ -1,0 +1,60 @@
+"""What the recommended-action policy reads per card (:mod:`evaluator.rules.actions`).
+
+Two statements: the newest sample of each card in the last week (rows are written whole,
+change-only with a keep-alive, so the newest row holds the card's latest known row-remap state),
+and the memory-Xid fault events of each card within the policy's window (the same event
+definition as the statistics: :data:`evaluator.store.xid_samples.XID_EVENT`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Final
+
+from evaluator.rules.actions import CardState
+from evaluator.store.db import Database
+from evaluator.store.xid_samples import TABLE as XID_TABLE
+from evaluator.store.xid_samples import XID_EVENT, XID_PREV
+from gpu_health.clock import to_naive_utc
+from gpu_health.contract import MEMORY_XIDS
+
+LOOKBACK: Final = timedelta(days=7)
+Card = tuple[str, int, "str | None"]
+
+
+def card_states(db: Database, *, now: datetime, source: str, xid_window: timedelta,
+                nodes: Sequence[str] | None = None) -> dict[Card, CardState]:
+    """Per card (node, index, UUID of its newest row) its :class:`CardState`."""
+    params: dict[str, object] = {"source": source, "now": to_naive_utc(now),
+                                 "since": to_naive_utc(now - LOOKBACK)}
+    where = ""
+    if nodes is not None:
+        params["nodes"] = list(nodes)
+        where = " AND node_id IN (SELECT unnest($nodes::VARCHAR[]))"
+    rows = db.fetchall(
+        f"""SELECT node_id, gpu_index, gpu_uuid, remapped_rows_pending, remapped_rows_failure,
+               remap_banks_none
+        FROM gpu_health_samples
+        WHERE source = $source AND sampled_at <= $now AND sampled_at >= $since{where}
+        QUALIFY row_number() OVER (PARTITION BY node_id, gpu_index
+                                   ORDER BY sampled_at DESC) = 1""", params)
+    xid_params = {k: v for k, v in params.items() if k != "since"}
+    xids = _recent_xids(db, xid_params | {"xsince": to_naive_utc(now - xid_window),
+                                          "xids": list(MEMORY_XIDS)}, where)
+    return {(str(n), int(i), None if u is None else str(u)):
+            CardState(pending, failure, none, xids.get((str(n), int(i)), frozenset()))
+            for n, i, u, pending, failure, none in rows}
+
+
+def _recent_xids(db: Database, params: dict[str, object],
+                 where: str) -> dict[tuple[str, int], frozenset[int]]:
+    rows = db.fetchall(
+        f"""SELECT node_id, gpu_index, list(DISTINCT xid)
+        FROM (SELECT node_id, gpu_index, xid, sampled_at, count, {XID_PREV} AS prev
+              FROM {XID_TABLE}
+              WHERE source = $source AND sampled_at <= $now
+                AND xid IN (SELECT unnest($xids::INTEGER[])){where})
+        WHERE {XID_EVENT} AND sampled_at >= $xsince
+        GROUP BY node_id, gpu_index""", params)
+    return {(str(n), int(i)): frozenset(int(x) for x in xs) for n, i, xs in rows}
