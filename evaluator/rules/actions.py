@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import yaml
-
+from evaluator.rules.ruleset import yaml_mapping
 from gpu_health.errors import ConfigError
 
 ACTIONS: Final = ("replace_candidate", "reset_gpu", "restart_workload", "none", "unknown")
@@ -94,12 +93,7 @@ def recommend(state: CardState, policy: ActionPolicy) -> Recommendation:
 
 def parse_policy(text: str, origin: str) -> ActionPolicy:
     """Validate a policy file; ConfigError lists every problem."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{origin}: not YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{origin}: expected a mapping")
+    raw = yaml_mapping(text, origin)
     problems: list[str] = []
     raw_sources = raw.get("sources")
     sources: dict[str, Any] = raw_sources if isinstance(raw_sources, dict) else {}

@@ -82,14 +82,20 @@ def parse_ruleset(text: str, *, env: Mapping[str, str], origin: str = "<text>") 
     )
 
 
-def _parse_file(text: str, origin: str) -> tuple[dict[str, Any], str]:
-    """Validate the whole file and collect every problem before failing."""
+def yaml_mapping(text: str, what: str) -> dict[str, Any]:
+    """The YAML mapping of a rule or policy file, or ConfigError naming ``what``."""
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"rule file {origin}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{what}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
-        raise ConfigError(f"rule file {origin}: must be a mapping of keys to values")
+        raise ConfigError(f"{what}: must be a mapping of keys to values")
+    return raw
+
+
+def _parse_file(text: str, origin: str) -> tuple[dict[str, Any], str]:
+    """Validate the whole file and collect every problem before failing."""
+    raw = yaml_mapping(text, f"rule file {origin}")
     problems: list[str] = []
     version = raw.get("version")
     if not isinstance(version, str) or not _VERSION_RE.match(version):
