@@ -29,7 +29,7 @@ from aiohttp import web
 from evaluator.alerts.loop import AlertLoop
 from evaluator.app import EvaluatorApp
 from evaluator.config.file import Config
-from evaluator.config.rules import load_action_policy, load_ruleset
+from evaluator.config.rules import action_policy_file, load_action_policy, load_ruleset
 from evaluator.http.api.auth import Principal, TokenSet, load_tokens
 from evaluator.http.api.context import ApiContext
 from evaluator.http.api.routes import add_api_routes
@@ -90,7 +90,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     ``worker_interval`` overrides the rule set's scan interval for the worker loop (the demo
     predicts every minute so that its live card is judged while someone watches)."""
     ruleset = load_active_ruleset(config, environ)
-    policy = load_action_policy()  # the shipped policy (docs/actions.md); ConfigError if broken
+    policy = _action_policy(config)
     tokens = None if config.api_tokens_file is None else load_tokens(config.api_tokens_file)
     db = Database(config.storage_path)
     app = EvaluatorApp(start_loops=start_loops, tokens=tokens, listen_host=config.listen_host)
@@ -165,6 +165,18 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database,
     return pipeline, discovery, retention
 
 
+def _action_policy(config: Config) -> ActionPolicy | None:
+    """The shipped recommended-action policy (docs/actions.md) under rules.dir, else the one
+    beside the package; a broken file fails start-up, a missing one leaves every action
+    ``unknown`` (said once, loudly)."""
+    for path in (action_policy_file(config.rules.dir), action_policy_file()):
+        if path.is_file():
+            return load_action_policy(path)
+    log.warning("no recommended-action policy found (%s): every card's action is unknown",
+                action_policy_file(config.rules.dir))
+    return None
+
+
 def _node_views(db: Database, discovery: Discovery, pipeline: IngestPipeline) -> NodeViews:
     """Which nodes a caller may see: those the store files under one of its tenants (as the
     API decides) and the discovered targets labelled with one of them."""
@@ -189,7 +201,7 @@ async def _log_ready(config: Config, discovery: Discovery) -> None:
 
 
 def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
-                discovery: Discovery, policy: ActionPolicy) -> AlertLoop | None:
+                discovery: Discovery, policy: ActionPolicy | None) -> AlertLoop | None:
     if not config.alerting.enabled:
         log.warning("alerting.enabled is false: no GPU_FAULT_PREDICTED alert is opened or "
                     "pushed (remove the key or set it to true to alert)")

@@ -111,7 +111,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Bac
         source=source, rule_files=rules, sweeps=tuple(sweeps),
         keepalive=timedelta(seconds=config.keepalive_seconds),
         output=args.output, plot=args.plot, progress=args.progress, skip=not args.every_tick,
-        baselines=args.baselines,
+        baselines=args.baselines, rules_dir=config.rules.dir,
     )
 
 

@@ -28,6 +28,7 @@ from evaluator.backtest.prometheus import PrometheusSource, import_prometheus
 from evaluator.backtest.replay import ReplaySummary, replay
 from evaluator.backtest.report import build_report, render_text
 from evaluator.backtest.rulesets import Variant, baseline_variants, variants
+from evaluator.config.rules import RULES_DIR, baseline_files
 from evaluator.rules.ruleset import RuleSet
 from evaluator.store.backtest import (
     finish_run,
@@ -58,6 +59,7 @@ class BacktestOptions:
     progress: bool | None = None  # None: a bar on a terminal only
     skip: bool = True
     baselines: bool = True  # replay rules/baselines/ beside the versions (docs/backtest.md)
+    rules_dir: Path = RULES_DIR  # where rules/baselines/ is (the config's rules.dir)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,8 @@ def run_backtest(options: BacktestOptions, *, clock: Clock = system_clock,
                  out: TextIO | None = None) -> dict[str, Any]:
     """Run everything; returns the report (also written to ``--output`` and printed)."""
     found = variants(options.rule_files, options.sweeps)
-    yardsticks = baseline_variants(found) if options.baselines else []
+    yardsticks = baseline_variants(found, baseline_files(options.rules_dir)) \
+        if options.baselines else []
     if options.plot is not None:
         require_matplotlib()
     events = _read_events(options.source) if isinstance(options.source, EventsSource) else None

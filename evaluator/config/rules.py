@@ -20,10 +20,23 @@ from gpu_health.errors import ConfigError
 RULES_DIR: Final = Path(__file__).resolve().parents[2] / "rules"
 DEFAULT_VERSION: Final = "v2-ecc-xid"  # the default ``rules.active``
 DEFAULT_RULE_FILE: Final = RULES_DIR / f"{DEFAULT_VERSION}.yaml"
-DEFAULT_ACTION_POLICY: Final = RULES_DIR / "actions" / "nvidia-memory-v1.yaml"
-# The yardsticks the backtest replays beside every version (never run live).
-BASELINE_FILES: Final = (RULES_DIR / "baselines" / "baseline-new-correctable.yaml",
-                         RULES_DIR / "baselines" / "baseline-repeat.yaml")
+ACTION_POLICY_VERSION: Final = "nvidia-memory-v1"
+BASELINE_NAMES: Final = ("baseline-new-correctable", "baseline-repeat")
+
+
+def action_policy_file(rules_dir: Path = RULES_DIR) -> Path:
+    """The shipped recommended-action policy under ``rules.dir`` (the container image copies
+    rules/ elsewhere than the package: the config's rules.dir says where)."""
+    return rules_dir / "actions" / f"{ACTION_POLICY_VERSION}.yaml"
+
+
+def baseline_files(rules_dir: Path = RULES_DIR) -> tuple[Path, ...]:
+    """The yardsticks the backtest replays beside every version (never run live)."""
+    return tuple(rules_dir / "baselines" / f"{name}.yaml" for name in BASELINE_NAMES)
+
+
+DEFAULT_ACTION_POLICY: Final = action_policy_file()
+BASELINE_FILES: Final = baseline_files()
 
 
 def load_ruleset(path: str | Path = DEFAULT_RULE_FILE, *, env: Mapping[str, str]) -> RuleSet:

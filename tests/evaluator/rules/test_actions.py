@@ -121,3 +121,23 @@ def test_a_broken_policy_lists_every_problem() -> None:
     for needle in ("sources must name", "xid_window_hours", "when must be one of",
                    "action must be one of", "text is required"):
         assert needle in problems
+
+
+def test_the_policy_is_read_from_rules_dir_and_a_broken_one_stops_start_up(
+        tmp_path: Path) -> None:
+    from evaluator.compose import build_service
+    from evaluator.config.file import parse_config
+
+    rules = tmp_path / "rules"
+    (rules / "actions").mkdir(parents=True)
+    for name in ("v2-ecc-xid.yaml",):
+        (rules / name).write_text((DEFAULT_ACTION_POLICY.parents[1] / name).read_text())
+    config = parse_config({"storage": {"path": "a.duckdb"}, "rules": {"dir": "rules"}},
+                          base=tmp_path)
+    # no actions/ file under rules.dir: the policy beside the package is used
+    service = build_service(config, {}, start_loops=False)
+    assert service.prediction_state.policy is not None
+    service.db.close()
+    (rules / "actions" / "nvidia-memory-v1.yaml").write_text("version: nvidia-memory-v1\n")
+    with pytest.raises(ConfigError, match="sources must name"):
+        build_service(config, {}, start_loops=False)
