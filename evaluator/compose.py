@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from evaluator.alerts.loop import AlertLoop
+from evaluator.alerts.loop import AlertLoop, CardActions
 from evaluator.app import EvaluatorApp
 from evaluator.config.file import Config
 from evaluator.config.rules import action_policy_file, load_action_policy, load_ruleset
@@ -114,7 +114,8 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
                             registry=app.node_registry, policy=policy)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
-    alerts = _alert_loop(config, app, db, clock, discovery, policy)
+    alerts = _alert_loop(config, app, db, clock, discovery,
+                         None if policy is None else state.card_actions)
     app.on_stop(lambda: asyncio.to_thread(db.close))  # registered first: runs last
     if alerts is not None:
         app.on_stop(alerts.close)
@@ -186,13 +187,10 @@ def _node_views(db: Database, discovery: Discovery, pipeline: IngestPipeline) ->
         stored = await db.run(visible_nodes, db, tenants)
         return stored | {t.node_id for t in discovery.targets if t.tenant in tenants}
 
-    def target_node(url: str) -> str | None:
-        return next((t.node_id for t in discovery.targets if t.url == url), None)
-
     return NodeViews(
         targets=lambda: (discovery.targets, pipeline.last_results, discovery.conflicts,
                          discovery.last_errors),
-        visible=visible, target_node=target_node)
+        visible=visible, target_nodes=lambda: {t.url: t.node_id for t in discovery.targets})
 
 
 async def _log_ready(config: Config, discovery: Discovery) -> None:
@@ -201,7 +199,7 @@ async def _log_ready(config: Config, discovery: Discovery) -> None:
 
 
 def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
-                discovery: Discovery, policy: ActionPolicy | None) -> AlertLoop | None:
+                discovery: Discovery, actions: CardActions | None) -> AlertLoop | None:
     if not config.alerting.enabled:
         log.warning("alerting.enabled is false: no GPU_FAULT_PREDICTED alert is opened or "
                     "pushed (remove the key or set it to true to alert)")
@@ -217,6 +215,6 @@ def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
 
     loop = AlertLoop(db, config.alerting, external_url=config.external_url, clock=clock,
                      registry=app.registry, present_nodes=present_nodes,
-                     node_registry=app.node_registry, policy=policy)
+                     node_registry=app.node_registry, actions=actions)
     app.add_loop("alerts", loop.interval, loop.tick)
     return loop

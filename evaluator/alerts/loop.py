@@ -15,7 +15,7 @@ worker or the ingest loop, and the app's single catch-all logs and counts a fail
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Final
@@ -26,8 +26,7 @@ from prometheus_client import CollectorRegistry
 from evaluator.alerts.metrics import AlertMetrics
 from evaluator.alerts.pusher import Pusher, PushReport
 from evaluator.outbound import ClientOptions, client_session
-from evaluator.rules.actions import ActionPolicy, CardState, recommend
-from evaluator.store.actions import card_states
+from evaluator.rules.actions import Recommendation
 from evaluator.store.alerts import (
     SYSTEM_ACTOR,
     AlertView,
@@ -39,7 +38,6 @@ from evaluator.store.alerts import (
 )
 from evaluator.store.db import Database
 from gpu_health.clock import Clock
-from gpu_health.contract import SOURCE_REAL
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -76,21 +74,20 @@ def sync(db: Database, now: datetime, present: Collection[str] | None, grace: ti
                       tuple(opened), tuple(removed))
 
 
-def with_actions(db: Database, state: AlertState, policy: ActionPolicy,
-                 now: datetime) -> AlertState:
-    """The open alerts with their card's recommended action (blocking: a database thread)."""
-    cards = card_states(db, now=now, source=SOURCE_REAL,
-                        xid_window=timedelta(hours=policy.xid_window_hours),
-                        nodes=sorted({a.node_id for a in state.open}))
-    by_slot = {(node, gpu): s for (node, gpu, _), s in cards.items()}
+def with_actions(state: AlertState, actions: Mapping[tuple[str, int], Recommendation]
+                 ) -> AlertState:
+    """The open alerts with their card's recommended action (pure); a card the actions do not
+    cover keeps none (the payload then says "unknown")."""
     opened = []
     for alert in state.open:
-        card = by_slot.get((alert.node_id, alert.gpu_index)) if alert.gpu_index is not None \
-            else None
-        rec = recommend(card or CardState(), policy)
-        opened.append(replace(alert, action=f"{rec.action}: {rec.reason} (recommended by "
-                                            f"{rec.policy}, not a diagnosis)"))
+        rec = None if alert.gpu_index is None else actions.get((alert.node_id, alert.gpu_index))
+        opened.append(alert if rec is None else replace(
+            alert, action=f"{rec.action}: {rec.reason} (recommended by {rec.policy}, not a "
+                          "diagnosis)"))
     return replace(state, open=tuple(opened))
+
+
+CardActions = Callable[[], Mapping[tuple[str, int], Recommendation]]
 
 
 class AlertLoop:
@@ -99,8 +96,10 @@ class AlertLoop:
     def __init__(self, db: Database, config: AlertingConfig, *, external_url: str, clock: Clock,
                  registry: CollectorRegistry, present_nodes: PresentNodes,
                  node_registry: CollectorRegistry | None = None,
-                 policy: ActionPolicy | None = None) -> None:
-        self.policy = policy  # the recommended action annotated on each alert (docs/actions.md)
+                 actions: CardActions | None = None) -> None:
+        # The recommended action annotated on each alert (docs/actions.md), read from the
+        # /metrics snapshot that computes it anyway, never queried again on this 5 s loop.
+        self.actions = actions
         self.db = db
         self.config = config
         self.clock = clock
@@ -129,8 +128,8 @@ class AlertLoop:
         now = self.clock()
         state = await self.db.run(sync, self.db, now, self.present_nodes(), self.grace,
                                   self.horizon)
-        if self.policy is not None and state.open:
-            state = await self.db.run(with_actions, self.db, state, self.policy, now)
+        if self.actions is not None and state.open:
+            state = with_actions(state, self.actions())
         self.last_state = state
         self._record(state)
         if self._session is None:

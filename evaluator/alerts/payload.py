@@ -106,7 +106,7 @@ def alert_annotations(alert: AlertView) -> dict[str, str]:
         "signal": _text(alert.signal),
         "gpu": _text(alert.gpu_index),
         "uuid": _text(alert.gpu_uuid),
-        "recommended_action": alert.action or "unknown (no action policy applies)",
+        "recommended_action": alert.action or "unknown (no recommendation for this card)",
     }
 
 

@@ -55,7 +55,7 @@ def add_ops_routes(app: web.Application, host: OpsHost) -> None:
         shown: list[CollectorRegistry] = [host.registry]
         if host.open_mode:
             shown.append(host.node_registry)
-        return _metrics_response(await asyncio.to_thread(render, shown, _everything))
+        return _metrics_response(await asyncio.to_thread(render, shown))
 
     async def healthz(_request: web.Request) -> web.Response:
         problem = host.stuck_loop()
@@ -87,13 +87,12 @@ class _Shown:
                 yield copy
 
 
-def _everything(_labels: Mapping[str, str]) -> bool:
-    return True
-
-
 def render(registries: Iterable[CollectorRegistry],
-           keep: Callable[[Mapping[str, str]], bool]) -> bytes:
-    """The text exposition of ``registries``, only the samples ``keep`` allows."""
+           keep: Callable[[Mapping[str, str]], bool] | None = None) -> bytes:
+    """The text exposition of ``registries``; with ``keep``, only the samples it allows (the
+    unfiltered path renders the registries as they are, copying nothing)."""
+    if keep is None:
+        return b"".join(generate_latest(registry) for registry in registries)
     return generate_latest(_Shown(registries, keep))
 
 
@@ -104,7 +103,7 @@ class NodeViews:
     targets: Callable[[], tuple[Sequence[Target], Mapping[str, ScrapeResult],
                                 Sequence[str], Mapping[str, str]]]
     visible: Callable[[Principal], Awaitable[frozenset[str]]]  # only for callers with tenants
-    target_node: Callable[[str], str | None]  # target URL -> node id
+    target_nodes: Callable[[], Mapping[str, str]]  # target URL -> node id, now
 
 
 def add_node_routes(app: web.Application, host: OpsHost, views: NodeViews) -> None:
@@ -124,11 +123,10 @@ def add_node_routes(app: web.Application, host: OpsHost, views: NodeViews) -> No
 
     async def node_metrics(request: web.Request) -> web.Response:
         principal = request[PRINCIPAL]
-        keep = _everything if principal.tenants is None else _keeper(
-            await views.visible(principal), views.target_node)
-        body = await asyncio.to_thread(render, [host.registry], _everything)
-        body += await asyncio.to_thread(render, [host.node_registry], keep)
-        return _metrics_response(body)
+        keep = None if principal.tenants is None else _keeper(
+            await views.visible(principal), views.target_nodes())
+        return _metrics_response(await asyncio.to_thread(
+            lambda: render([host.registry]) + render([host.node_registry], keep)))
 
     app.router.add_get("/targets", targets)
     allow(app, "/targets", Rule.NODES_READ)
@@ -137,11 +135,11 @@ def add_node_routes(app: web.Application, host: OpsHost, views: NodeViews) -> No
 
 
 def _keeper(visible: frozenset[str],
-            target_node: Callable[[str], str | None]) -> Callable[[Mapping[str, str]], bool]:
+            target_nodes: Mapping[str, str]) -> Callable[[Mapping[str, str]], bool]:
     def keep(labels: Mapping[str, str]) -> bool:
         node = labels.get("node")
         if node is None and "target" in labels:
-            node = target_node(labels["target"])
+            node = target_nodes.get(labels["target"])
         return node is not None and node in visible
 
     return keep

@@ -266,6 +266,12 @@ class PredictionState:
         self.collector.snapshot = snapshot
         return snapshot
 
+    def card_actions(self) -> dict[tuple[str, int], Recommendation]:
+        """The latest snapshot's recommended action per card slot (empty before the first)."""
+        snapshot = self.collector.snapshot
+        return {} if snapshot is None else {(node, gpu): rec
+                                            for (node, gpu, _), rec in snapshot.actions}
+
     def _compute(self, now: datetime) -> Snapshot:
         snapshot = compute_snapshot(self.db, now, ruleset=self.ruleset,
                                     retention_days=self.retention_days, stall=self.stall)

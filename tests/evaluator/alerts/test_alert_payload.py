@@ -112,3 +112,19 @@ def test_shape_matches_the_body_alertmanager_accepted() -> None:
         assert mine["startsAt"].endswith("Z") and mine["endsAt"].endswith("Z")
         assert _ts(mine["endsAt"]) > _ts(mine["startsAt"])
         assert _ts(theirs["endsAt"]) - _ts(theirs["startsAt"]) == 4 * RESEND
+
+
+def test_the_card_s_recommended_action_is_an_annotation_worded_as_a_recommendation() -> None:
+    from evaluator.alerts.loop import AlertState, with_actions
+    from evaluator.rules.actions import Recommendation
+
+    assert ALERT.gpu_index is not None
+    state = AlertState(open=(ALERT,), closing=(), opened=(), removed=())
+    rec = Recommendation("reset_gpu", "a row remap is pending", "nvidia-memory-v1")
+    [alert] = with_actions(state, {(ALERT.node_id, ALERT.gpu_index): rec}).open
+    annotations = payload.alert_annotations(alert)
+    assert annotations["recommended_action"] == (
+        "reset_gpu: a row remap is pending (recommended by nvidia-memory-v1, not a diagnosis)")
+    assert payload.alert_labels(alert) == payload.alert_labels(ALERT)  # identity unchanged
+    [uncovered] = with_actions(state, {}).open
+    assert payload.alert_annotations(uncovered)["recommended_action"].startswith("unknown")
