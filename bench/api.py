@@ -38,7 +38,9 @@ from gpu_health.clock import to_naive_utc
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 _DAY = """
-INSERT INTO gpu_health_samples
+INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
+                                ecc_uncorrected_total, ecc_corrected_total, retired_pages,
+                                remapped_rows_pending, remapped_rows_failure)
 SELECT 'node-' || lpad((c // 8)::VARCHAR, 4, '0'), (c % 8)::INTEGER, 'GPU-' || c, 'real',
        $start + to_seconds(i * 300),
        CASE WHEN c % 50 = 0 THEN NULL ELSE (c % 3 = 0 AND i > 200)::BIGINT END,

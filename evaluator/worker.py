@@ -33,6 +33,7 @@ from evaluator.store.backfill import observe_pending
 from evaluator.store.db import Database
 from evaluator.store.features import card_features
 from evaluator.store.predictions import NewPrediction, insert_predictions, resolve
+from evaluator.store.rollups import seal
 from evaluator.store.rule_versions import register_ruleset
 from gpu_health.clock import Clock, system_clock
 from gpu_health.contract import SOURCES
@@ -100,6 +101,7 @@ class Worker:
         started = time.perf_counter()
         if not self._registered:
             self.register(now)
+        seal(self.db, now)  # summarise the days now complete (no statement when none is due)
         outcomes = [o for obs in observe_pending(self.db, now) if (o := classify(obs))]
         resolved = resolve(self.db, outcomes, now)
         for status, count in resolved.items():  # written even if predicting fails below

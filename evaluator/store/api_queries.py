@@ -16,6 +16,7 @@ from typing import Any
 
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store.db import Database
+from evaluator.store.rollups import covered
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import COUNTER_KEYS
 
@@ -145,22 +146,35 @@ def capabilities(
 ) -> tuple[CardCapability, ...]:
     """One statement over all cards of ``source`` with samples at or before ``now`` (a sample
     from the future, e.g. a skewed agent clock, must not hide a collection stall): a GROUP BY
-    over the samples, and whether the slot has any XID sample (at or before ``now``)."""
-    params: dict[str, Any] = {"source": source, "now": to_naive_utc(now)}
-    conditions = ["source = $source", "sampled_at <= $now"]
+    over the daily rollups and the raw rows after them, and whether the slot has any XID sample
+    (at or before ``now``)."""
+    params: dict[str, Any] = {"source": source, "now": to_naive_utc(now),
+                              "cov": to_naive_utc(covered(db, now))}
+    conditions = ["source = $source"]
     if node_id is not None:
         conditions.append("node_id = $node_id")
         params["node_id"] = node_id
     where = _where(conditions, tenants, params)
-    counts = ", ".join(f"count({k})" for k in COUNTER_KEYS)
+    known = ", ".join(f"n_{k}" for k in COUNTER_KEYS)
     rows = db.fetchall(
-        # arg_max_null: the UUID of the newest row even when that row has none (arg_max would
-        # skip NULLs and report an older card's UUID as current).
-        f"""WITH c AS (
-            SELECT node_id, gpu_index, arg_max_null(gpu_uuid, sampled_at), {counts},
-                   min(sampled_at), max(sampled_at), count(*)
-            FROM gpu_health_samples WHERE {where} GROUP BY node_id, gpu_index),
-        x AS (SELECT DISTINCT node_id, gpu_index FROM gpu_health_xid_samples WHERE {where})
+        # The sealed days' rollups, then the raw rows after them. arg_max_null: the UUID of the
+        # newest row even when that row has none (arg_max would skip NULLs and report an older
+        # card's UUID as current).
+        f"""WITH segs AS (
+            SELECT node_id, gpu_index, gpu_uuid, first_at, last_at, n_rows, {known}
+            FROM gpu_health_sample_days WHERE {where} AND day < $cov
+            UNION ALL
+            SELECT node_id, gpu_index, gpu_uuid, min(sampled_at), max(sampled_at), count(*),
+                   {", ".join(f"count({k})" for k in COUNTER_KEYS)}
+            FROM gpu_health_samples WHERE {where} AND sampled_at >= $cov AND sampled_at <= $now
+            GROUP BY node_id, gpu_index, gpu_uuid),
+        c AS (
+            SELECT node_id, gpu_index, arg_max_null(gpu_uuid, last_at),
+                   {", ".join(f"sum(n_{k})" for k in COUNTER_KEYS)},
+                   min(first_at), max(last_at), sum(n_rows)
+            FROM segs GROUP BY node_id, gpu_index),
+        x AS (SELECT DISTINCT node_id, gpu_index FROM gpu_health_xid_samples
+              WHERE {where} AND sampled_at <= $now)
         SELECT c.*, x.node_id IS NOT NULL FROM c
         LEFT JOIN x ON x.node_id = c.node_id AND x.gpu_index = c.gpu_index
         ORDER BY c.node_id, c.gpu_index""",

@@ -27,15 +27,37 @@ from typing import Any, Final
 from evaluator.rules.faults import fault_xids_from_json
 from evaluator.rules.outcome import WindowObservation
 from evaluator.store.db import Database
+from evaluator.store.rollup_sql import AGGREGATE, DAYS, EDGES, FIELDS, FIRST_INCREASE, prev_unc
+from evaluator.store.rollups import watermark
+from evaluator.store.window_edges import refresh_edges
 from evaluator.store.xid_samples import TABLE as XID_TABLE
 from evaluator.store.xid_samples import XID_EVENT, XID_EVENT_BEFORE, XID_PREV
 from gpu_health.clock import from_naive_utc, to_naive_utc
 
-_PENDING_VERSIONS: Final = """
-SELECT p.rule_version, min(p.t0), any_value(r.params_json)
-FROM gpu_health_predictions p
+# Per pending prediction: the partial first day of its window is a head edge when that day is
+# sealed (lead_end <= cov), the partial last day a tail edge once the window is over and that day
+# sealed (:mod:`evaluator.store.window_edges`); the sealed days between come from the rollups and
+# the rest (tail_from to upto) from the raw rows. $sealed: the watermark (the epoch when none).
+_PEND: Final = """
+    SELECT *, CASE WHEN use_trail THEN trail_start ELSE cov END AS days_end,
+           CASE WHEN use_trail THEN NULL WHEN use_lead THEN cov ELSE t0 END AS tail_from
+    FROM (SELECT *, lead_end <= cov AS use_lead,
+                 matured AND lead_end <= cov AND trail_start + INTERVAL 1 DAY <= $sealed
+                     AS use_trail
+          FROM (SELECT id, node_id, gpu_index, gpu_uuid, source, rule_version, t0, window_end,
+                       uncorrected_at_t0 AS unc0, least(window_end, $now) AS upto,
+                       window_end <= $now AS matured,
+                       date_trunc('day', t0) + INTERVAL 1 DAY AS lead_end,
+                       date_trunc('day', window_end) AS trail_start,
+                       least($sealed, date_trunc('day', least(window_end, $now)
+                                                 + INTERVAL 1 MICROSECOND)) AS cov
+                FROM gpu_health_predictions
+                WHERE status = 'pending' AND t0 < $now))"""
+
+_PENDING_VERSIONS: Final = f"""
+SELECT p.rule_version, min(p.tail_from), any_value(r.params_json), min(p.lead_end)
+FROM ({_PEND}) p
 LEFT JOIN gpu_health_rule_versions r ON r.version = p.rule_version
-WHERE p.status = 'pending' AND p.t0 < ?
 GROUP BY p.rule_version
 """
 
@@ -74,62 +96,62 @@ xhits AS (
     WHERE false
 )"""
 
-_OBSERVE: Final = """
-WITH pend AS (
-    SELECT id, node_id, gpu_index, gpu_uuid, source, rule_version, t0,
-           uncorrected_at_t0 AS unc0, least(window_end, $now) AS upto,
-           window_end <= $now AS matured
-    FROM gpu_health_predictions
-    WHERE status = 'pending' AND t0 < $now
-),
-inwin AS (
-    SELECT p.id, s.sampled_at, s.gpu_uuid, s.ecc_uncorrected_total AS unc,
-           s.gpu_uuid IS NOT DISTINCT FROM p.gpu_uuid AS same
-    FROM pend p
-    JOIN gpu_health_samples s
-      ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.source = p.source
-     AND s.sampled_at > p.t0 AND s.sampled_at <= p.upto
-    WHERE s.sampled_at > $lo AND s.sampled_at <= $now
+_SEGS: Final = f"""
+    SELECT p.id, l.gpu_uuid, {", ".join("l." + f for f in FIELDS)}
+    FROM pend p JOIN {EDGES} l ON l.prediction_id = p.id
+    WHERE l.segment AND ((l.edge = 'head' AND p.use_lead) OR (l.edge = 'tail' AND p.use_trail))
+    UNION ALL
+    SELECT p.id, d.gpu_uuid, {", ".join("d." + f for f in FIELDS)}
+    FROM pend p JOIN {DAYS} d
+      ON d.source = p.source AND d.node_id = p.node_id AND d.gpu_index = p.gpu_index
+     AND d.day >= p.lead_end AND d.day < p.days_end
+    WHERE p.use_lead AND d.day >= $dmin
+    UNION ALL
+    SELECT id, gpu_uuid, {AGGREGATE} FROM (
+        SELECT p.id, s.*, {prev_unc("p.id, s.gpu_uuid")} AS prev
+        FROM pend p JOIN gpu_health_samples s
+          ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.source = p.source
+         AND s.sampled_at > p.t0 AND s.sampled_at >= p.tail_from AND s.sampled_at <= p.upto
+        WHERE s.sampled_at >= $lo AND s.sampled_at <= $now)
+    GROUP BY id, gpu_uuid"""
+
+_OBSERVE: Final = f"""
+WITH pend AS ({_PEND}),
+segs AS ({_SEGS}),
+tagged AS (
+    SELECT s.*, s.gpu_uuid IS NOT DISTINCT FROM p.gpu_uuid AS same
+    FROM segs s JOIN pend p USING (id)
 ),
 agg AS (
-    SELECT id, count(*) AS n,
-           count(*) FILTER (WHERE NOT same) AS n_other,
-           arg_min_null(gpu_uuid, sampled_at) FILTER (WHERE NOT same) AS other_uuid,
-           min(sampled_at) FILTER (WHERE NOT same) AS other_at,
-           count(unc) FILTER (WHERE same) AS n_known,
-           min(unc) FILTER (WHERE same) AS mn,
-           max(unc) FILTER (WHERE same) AS mx,
-           max(sampled_at) AS last_at
-    FROM inwin GROUP BY id
-),
-moved AS (
-    SELECT a.id, p.t0, p.unc0 FROM agg a JOIN pend p USING (id)
-    WHERE a.mx > a.mn OR a.mx > p.unc0
+    SELECT id, sum(n_rows) AS n,
+           sum(n_rows) FILTER (WHERE NOT same) AS n_other,
+           arg_min_null(gpu_uuid, first_at) FILTER (WHERE NOT same) AS other_uuid,
+           min(first_at) FILTER (WHERE NOT same) AS other_at,
+           sum(n_ecc_uncorrected_total) FILTER (WHERE same) AS n_known,
+           min(unc_min) FILTER (WHERE same) AS mn,
+           max(unc_max) FILTER (WHERE same) AS mx,
+           max(last_at) AS last_at
+    FROM tagged GROUP BY id
 ),
 series AS (
-    SELECT id, t0 AS sampled_at, unc0 AS unc FROM moved WHERE unc0 IS NOT NULL
+    -- the value at t0 (stored with the prediction), then the window's same-UUID segments
+    SELECT id, t0 AS unc_first_at, unc0 AS unc_first, unc0 AS unc_last, NULL::TIMESTAMP AS inc_at,
+           NULL::BIGINT AS inc_before, NULL::BIGINT AS inc_after
+    FROM pend WHERE unc0 IS NOT NULL
     UNION ALL
-    SELECT i.id, i.sampled_at, i.unc FROM inwin i SEMI JOIN moved m ON m.id = i.id
-    WHERE i.same AND i.unc IS NOT NULL
+    SELECT id, unc_first_at, unc_first, unc_last, inc_at, inc_before, inc_after
+    FROM tagged WHERE same
 ),
-events AS (
-    SELECT id, min(sampled_at) AS at, arg_min(prev, sampled_at) AS before,
-           arg_min(unc, sampled_at) AS after
-    FROM (SELECT id, sampled_at, unc,
-                 lag(unc) OVER (PARTITION BY id ORDER BY sampled_at) AS prev
-          FROM series)
-    WHERE unc > prev
-    GROUP BY id
-),
-{xid_hits}
+events AS ({FIRST_INCREASE.format(key="id", segs="series")}),
+{{xid_hits}}
 SELECT p.id, p.gpu_uuid, p.matured, coalesce(a.n, 0), coalesce(a.n_other, 0), a.other_uuid,
-       a.other_at, coalesce(a.n_known, 0), p.unc0, a.mx, a.last_at, e.at, e.before, e.after,
+       a.other_at, coalesce(a.n_known, 0), p.unc0, a.mx, a.last_at, e.event_at, e.before, e.after,
        x.xid_at, x.xid, x.before, x.after
 FROM pend p
 LEFT JOIN agg a USING (id)
 LEFT JOIN events e USING (id)
 LEFT JOIN xhits x USING (id)
-WHERE p.matured OR e.at IS NOT NULL OR x.xid_at IS NOT NULL
+WHERE p.matured OR e.event_at IS NOT NULL OR x.xid_at IS NOT NULL
 ORDER BY p.id
 """
 
@@ -146,16 +168,21 @@ def observe_pending(db: Database, now: datetime) -> list[WindowObservation]:
     """Observations of the pending predictions that can be decided now (a fault was seen, or
     the window is over). Rows after ``now`` (future-dated) are never looked at."""
     naive = to_naive_utc(now)
-    # One cheap lookup: the oldest open window bounds the sample scan (row groups before it are
-    # skipped), and each pending version's frozen fault definition. With nothing pending the
-    # big query is not run at all.
-    versions = db.fetchall(_PENDING_VERSIONS, [naive])
+    refresh_edges(db, now)
+    sealed = to_naive_utc(watermark(db))
+    # One cheap lookup: the oldest raw row any window still needs bounds the sample scan (row
+    # groups before it are skipped), and each pending version's frozen fault definition. With
+    # nothing pending the big query is not run at all.
+    versions = db.fetchall(_PENDING_VERSIONS, {"now": naive, "sealed": sealed})
     if not versions:
         return []
-    lo = min(row[1] for row in versions)
-    pairs = [(str(v), x) for v, _, params_json in versions
+    pairs = [(str(v), x) for v, _, params_json, _ in versions
              for x in fault_xids_from_json(params_json)]
-    params: dict[str, Any] = {"now": naive, "lo": lo}
+    params: dict[str, Any] = {"now": naive, "sealed": sealed,
+                              # None: every window is read from edges and sealed days
+                              "lo": min((r[1] for r in versions if r[1] is not None),
+                                        default=None),
+                              "dmin": min(row[3] for row in versions)}
     if pairs:
         params["fx_versions"] = [v for v, _ in pairs]
         params["fx_xids"] = [x for _, x in pairs]

@@ -3,7 +3,7 @@
 Set-based, one statement per question: in which time buckets a card could fire a known signal
 (:mod:`evaluator.backtest.activity` derives the bucket counts and argues why), the
 uncorrectable increase points (the ones the statistics read,
-:data:`evaluator.store.stats.ECC_INCREASES`), a version's predictions already in the file, and
+:data:`ECC_INCREASES`), a version's predictions already in the file, and
 the report's per-version counts and base rates. Nothing here runs against a live store:
 :mod:`evaluator.store.backtest` only hands out backtest files.
 """
@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from evaluator.store.db import Database
-from evaluator.store.stats import ECC_INCREASES
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 
@@ -71,6 +70,25 @@ _ACTIVE: Final = """WITH cards AS ({changing}),
                    AS run
             FROM act)
         GROUP BY node_id, gpu_index, kind, run ORDER BY 1, 2, 3, 4"""
+
+# The uncorrectable-ECC increase points of the cards of a CTE ``cand`` (node_id, gpu_index,
+# gpu_uuid) among their rows in [$since, $until]: rows whose known count is above the previous
+# known count of the same series (node, index, UUID). The backtest's replay plan reads the same
+# points (:mod:`evaluator.store.backtest_queries`).
+ECC_INCREASES: Final = """
+    SELECT node_id, gpu_index, gpu_uuid, sampled_at FROM (
+        SELECT s.node_id, s.gpu_index, s.gpu_uuid, s.sampled_at,
+               s.ecc_uncorrected_total AS unc,
+               lag(s.ecc_uncorrected_total) OVER (
+                   PARTITION BY s.node_id, s.gpu_index, s.gpu_uuid ORDER BY s.sampled_at
+               ) AS prev
+        FROM gpu_health_samples s
+        SEMI JOIN cand c ON c.node_id = s.node_id AND c.gpu_index = s.gpu_index
+                        AND c.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid
+        WHERE s.source = $source AND s.sampled_at >= $since AND s.sampled_at <= $until
+          AND s.ecc_uncorrected_total IS NOT NULL)
+    WHERE unc > prev"""
+
 
 
 def active_ranges(db: Database, *, bucket: timedelta, strong: int, trend: int,

@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from evaluator.store.rollup_sql import SEALED_MEMO, STATE
 from evaluator.store.schema import MIGRATIONS
-from gpu_health.clock import system_clock, to_naive_utc
+from gpu_health.clock import from_naive_utc, system_clock, to_naive_utc
 from gpu_health.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -43,9 +44,13 @@ class Database:
         self._local = threading.local()
         self._lock = threading.Lock()
         self.statements = 0
+        # Values a store module keeps in step with its own table (one process per DuckDB file),
+        # e.g. the rollup watermark, so the write path decides without a statement.
+        self.memo: dict[str, Any] = {}
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckdb")
         if not read_only:
             self.migrate()
+            self._warm_memo()
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -76,16 +81,30 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """BEGIN ... COMMIT on this thread's cursor; ROLLBACK (and re-raise) on any error."""
+        """BEGIN ... COMMIT on this thread's cursor; ROLLBACK (and re-raise) on any error.
+        Nested use joins the outer transaction (a store function may need one whether or not
+        its caller already opened it)."""
+        depth = getattr(self._local, "depth", 0)
+        if depth:
+            self._local.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._local.depth = depth
+            return
         self.execute("BEGIN TRANSACTION")
+        self._local.depth = 1
         try:
             yield
         except BaseException:
+            self.memo.clear()  # a store module may have noted a value this rollback undoes
             try:
                 self.cursor().execute("ROLLBACK")
             except duckdb.Error:
                 log.exception("rollback failed")
             raise
+        finally:
+            self._local.depth = 0
         self.execute("COMMIT")
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -99,6 +118,11 @@ class Database:
             self._con.close()
         except duckdb.Error:
             log.exception("closing %s failed", self.path)
+
+    def _warm_memo(self) -> None:
+        """Read the rollup watermark now, so the first ingest cycle costs no extra statement."""
+        row = self.fetchone(f"SELECT max(sealed_until) FROM {STATE}")
+        self.memo[SEALED_MEMO] = None if row[0] is None else from_naive_utc(row[0])
 
     # -- migrations ---------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from evaluator.rules.model import CardFeatures
 from evaluator.rules.params import RuleParams
 from evaluator.store.db import Database
 from evaluator.store.features_sql import build_sql, offsets
+from evaluator.store.rollups import day_floor, watermark
 from gpu_health.clock import from_naive_utc, to_naive_utc
 
 
@@ -61,7 +62,7 @@ def card_features(
     for start in range(0, len(times), size):
         part = times[start:start + size]
         slices = _slices(part[0], part[-1], params)
-        values = _params(part, slices, source, params)
+        values = _params(part, slices, source, params) | _hour_counts(db, part[0], params)
         if cards is not None:
             values |= {"card_nodes": [c[0] for c in cards], "card_idx": [c[1] for c in cards]}
         rows = db.fetchall(build_sql(params, len(slices), cards is not None), values)
@@ -99,6 +100,16 @@ def _params(times: list[datetime], slices: list[tuple[datetime, datetime]], sour
     for i, (start, end) in enumerate(slices):
         values[f"s{i}"], values[f"e{i}"] = start, end
     return values
+
+
+def _hour_counts(db: Database, lo: datetime, params: RuleParams) -> dict[str, Any]:
+    """Where the hourly counts of the baseline come from: the sealed days' rollups from
+    ``$day_lo`` to ``$sealed``, the raw rows from ``$raw_lo`` on."""
+    first = lo - timedelta(minutes=params.boundary_max_age_minutes, days=params.baseline_days,
+                           hours=1)
+    sealed = to_naive_utc(watermark(db))
+    return {"day_lo": to_naive_utc(day_floor(from_naive_utc(first))), "sealed": sealed,
+            "raw_lo": max(first, sealed)}
 
 
 def _int(value: Any) -> int | None:

@@ -74,30 +74,38 @@ pivoted AS (
            {pivots}
     FROM vals GROUP BY ev, node_id, gpu_index
 ),
-hours AS (
+raw_hours AS (
+    -- after the sealed days: rows with a known correctable count per card, UUID and hour
     SELECT node_id, gpu_index, coalesce(gpu_uuid, '') AS ukey,
            date_trunc('hour', sampled_at) AS h, count(*) AS n
     FROM gpu_health_samples{cards}
     WHERE source = $source AND ecc_corrected_total IS NOT NULL
-      AND sampled_at >= $lo - to_seconds($max_age + $baseline + 3600) AND sampled_at <= $hi
+      AND sampled_at >= $raw_lo AND sampled_at <= $hi
     GROUP BY node_id, gpu_index, coalesce(gpu_uuid, ''), date_trunc('hour', sampled_at)
 ),
-cum AS (
-    SELECT node_id, gpu_index, ukey, h,
-           sum(n) OVER (PARTITION BY node_id, gpu_index, ukey ORDER BY h) AS c
-    FROM hours
+span AS (
+    SELECT ev, node_id, gpu_index, ukey, date_trunc('hour', t0 - to_seconds($baseline)) AS h1,
+           date_trunc('hour', t0) AS h2
+    FROM heads
 ),
 whole AS (
-    -- rows in the hours [trunc(t0 - B), trunc(t0)): cumulative count before trunc(t0) minus
-    -- cumulative count before trunc(t0 - B); every such row lies before t0
-    SELECT h.ev, h.node_id, h.gpu_index, coalesce(z.c, 0) - coalesce(a.c, 0) AS n
-    FROM heads h
-    ASOF LEFT JOIN cum z
-      ON z.node_id = h.node_id AND z.gpu_index = h.gpu_index AND z.ukey = h.ukey
-     AND date_trunc('hour', h.t0) > z.h
-    ASOF LEFT JOIN cum a
-      ON a.node_id = h.node_id AND a.gpu_index = h.gpu_index AND a.ukey = h.ukey
-     AND date_trunc('hour', h.t0 - to_seconds($baseline)) > a.h
+    -- rows in the hours [trunc(t0 - B), trunc(t0)): every such row lies before t0. A sealed
+    -- day adds its hourly counts of those hours, the raw rows after the sealed days their own.
+    SELECT ev, node_id, gpu_index, sum(n) AS n FROM (
+        SELECT b.ev, b.node_id, b.gpu_index,
+               list_sum(list_slice(d.corr_hours, greatest(0, datediff('hour', d.day, b.h1)) + 1,
+                                   least(24, datediff('hour', d.day, b.h2)))) AS n
+        FROM span b JOIN gpu_health_sample_days d
+          ON d.node_id = b.node_id AND d.gpu_index = b.gpu_index
+         AND coalesce(d.gpu_uuid, '') = b.ukey
+         AND d.day >= date_trunc('day', b.h1) AND d.day < b.h2
+        WHERE d.source = $source AND d.day >= $day_lo AND d.day < $sealed AND d.day <= $hi
+        UNION ALL
+        SELECT b.ev, b.node_id, b.gpu_index, r.n
+        FROM span b JOIN raw_hours r
+          ON r.node_id = b.node_id AND r.gpu_index = b.gpu_index AND r.ukey = b.ukey
+         AND r.h >= b.h1 AND r.h < b.h2)
+    GROUP BY ev, node_id, gpu_index
 ),
 partial AS (
     -- rows in [trunc(x), x] for x = t0 (added) and x = t0 - B (already in whole, subtracted)

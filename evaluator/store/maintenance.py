@@ -20,6 +20,7 @@ from typing import Any
 
 import duckdb
 
+from evaluator.store import rollups
 from evaluator.store.db import Database
 from evaluator.store.xid_samples import TABLE as XID_TABLE
 from evaluator.store.xid_samples import delete_xid_samples_before
@@ -80,6 +81,7 @@ def delete_samples_before(db: Database, cutoff: datetime) -> Deleted:
         result = db.fetchall(
             "DELETE FROM gpu_health_samples WHERE sampled_at < ?", [to_naive_utc(cutoff)]
         )
+        rollups.after_delete(db, cutoff)
         xids = delete_xid_samples_before(db, cutoff)
     return Deleted(int(result[0][0]) if result else 0, xids)
 
@@ -120,6 +122,7 @@ def purge_simulated(db: Database) -> int:
         )
         db.execute(f"DELETE FROM {XID_TABLE} WHERE source = ?", [SOURCE_SIMULATED])
         db.execute("DELETE FROM gpu_health_predictions WHERE source = ?", [SOURCE_SIMULATED])
+        rollups.after_delete(db, None, SOURCE_SIMULATED)
     return int(samples[0][0]) if samples else 0
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from evaluator.model import CardKey, Counters, RemapDetails, Sample
+from evaluator.store import rollups
 from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import COUNTER_KEYS, REMAP_KEYS
@@ -59,7 +60,14 @@ def insert_samples(db: Database, samples: Sequence[Sample]) -> int:
     selects = ", ".join(
         f"unnest(${i + 1}::{cast}[])" for i, cast in enumerate(casts)
     )
-    db.execute(f"INSERT INTO gpu_health_samples ({_COLUMN_LIST}) SELECT {selects}", columns)
+    sql = f"INSERT INTO gpu_health_samples ({_COLUMN_LIST}) SELECT {selects}"
+    if not rollups.late(db, (s.sampled_at for s in samples)):
+        db.execute(sql, columns)  # the steady state: one statement
+        return len(samples)
+    with db.transaction():  # rows for a sealed day: its rollups are redone with them
+        db.execute(sql, columns)
+        rollups.after_insert(db, ((s.key.source, s.key.node_id, s.key.gpu_index, s.sampled_at)
+                                  for s in samples))
     return len(samples)
 
 

@@ -31,10 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Any, Final
+from datetime import datetime, timedelta
+from typing import Any
 
 from evaluator.store.db import Database
+from evaluator.store.rollup_sql import CAND, FIRST_INCREASE, PERIOD_SEGMENTS
+from evaluator.store.rollups import DAY, EPOCH, covered, day_floor
 from evaluator.store.xid_samples import TABLE as XID_TABLE
 from evaluator.store.xid_samples import XID_EVENT, XID_PREV
 from gpu_health.clock import from_naive_utc, to_naive_utc
@@ -127,6 +129,7 @@ def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
 Card = tuple[str, int, "str | None"]
 
 
+
 def prediction_class(t0: datetime, unc0: int | None, evidence: datetime | None) -> str:
     """``repeat`` when the card showed a fault at or before t0, else ``first_fault``."""
     repeat = (unc0 is not None and unc0 > 0) or (evidence is not None and evidence <= t0)
@@ -154,18 +157,16 @@ def _count(rows: Sequence[Any], evidence: dict[Card, datetime]) -> tuple[
     return counts, classes, {w: tuple(sorted(v)) for w, v in versions.items()}
 
 
-_EVIDENCE = """
+_EVIDENCE = f"""
 WITH cand AS (
     SELECT unnest($c_nodes::VARCHAR[]) AS node_id, unnest($c_idx::INTEGER[]) AS gpu_index,
            unnest($c_uuid::VARCHAR[]) AS gpu_uuid
 ),
 ev AS (
-    SELECT s.node_id, s.gpu_index, s.gpu_uuid, min(s.sampled_at) AS seen_at
-    FROM gpu_health_samples s
-    SEMI JOIN cand c ON c.node_id = s.node_id AND c.gpu_index = s.gpu_index
-                    AND c.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid
-    WHERE s.source = $source AND s.sampled_at <= $until AND s.ecc_uncorrected_total > 0
-    GROUP BY s.node_id, s.gpu_index, s.gpu_uuid{xids}
+    SELECT node_id, gpu_index, gpu_uuid, min(pos_at) AS seen_at
+    FROM ({PERIOD_SEGMENTS.format(nodes="", cards=CAND)})
+    WHERE pos_at IS NOT NULL
+    GROUP BY node_id, gpu_index, gpu_uuid{{xids}}
 )
 SELECT node_id, gpu_index, gpu_uuid, min(seen_at) FROM ev GROUP BY node_id, gpu_index, gpu_uuid
 """
@@ -189,55 +190,48 @@ def first_evidence(db: Database, params: dict[str, Any], cards: set[Card],
         return {}
     ordered = sorted(cards, key=lambda c: (c[0], c[1], c[2] or ""))
     query: dict[str, Any] = {"source": params["source"], "until": params["until"],
+                             "since": to_naive_utc(EPOCH),  # since the beginning
                              "c_nodes": [c[0] for c in ordered],
                              "c_idx": [c[1] for c in ordered],
                              "c_uuid": [c[2] for c in ordered]}
     if fault_xids:
         query["xids"] = list(fault_xids)
     sql = _EVIDENCE.format(xids=_EVIDENCE_XIDS if fault_xids else "")
+    query = _period(db, query)
     return {(str(n), int(i), None if u is None else str(u)): from_naive_utc(at)
             for n, i, u, at in db.fetchall(sql, query)}
 
 
+def _period(db: Database, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` plus the sealed days [$dlo, $dhi) inside the period (empty: dlo = dhi)."""
+    since, until = from_naive_utc(params["since"]), from_naive_utc(params["until"])
+    dlo = day_floor(since) + (DAY if day_floor(since) < since else timedelta(0))
+    dhi = max(dlo, covered(db, until))
+    return params | {"dlo": to_naive_utc(dlo), "dhi": to_naive_utc(dhi)}
+
+
 def _cards(db: Database, params: dict[str, Any], nodes: frozenset[str] | None) -> list[Any]:
-    """(node, index, uuid, monitorable, first, last, min unc, max unc) per card in the period."""
-    any_known = " OR ".join(f"{c} IS NOT NULL" for c in COUNTER_KEYS)
+    """(node, index, uuid, monitorable, first, last, min unc, max unc) per card in the period,
+    from the sealed days' rollups and the raw rows of the rest."""
+    any_known = " + ".join(f"n_{c}" for c in COUNTER_KEYS)
+    segments = PERIOD_SEGMENTS.format(nodes=_node_filter(nodes), cards="")
     return db.fetchall(
-        f"""SELECT node_id, gpu_index, gpu_uuid, bool_or({any_known}), min(sampled_at),
-               max(sampled_at), min(ecc_uncorrected_total), max(ecc_uncorrected_total)
-        FROM gpu_health_samples
-        WHERE source = $source AND sampled_at >= $since AND sampled_at <= $until
-              {_node_filter(nodes)}
-        GROUP BY node_id, gpu_index, gpu_uuid""", params,
+        f"""SELECT node_id, gpu_index, gpu_uuid, bool_or({any_known} > 0), min(first_at),
+               max(last_at), min(unc_min), max(unc_max)
+        FROM ({segments})
+        GROUP BY node_id, gpu_index, gpu_uuid""", _period(db, params),
     )
 
-
-# The uncorrectable-ECC increase points of the cards of a CTE ``cand`` (node_id, gpu_index,
-# gpu_uuid) among their rows in [$since, $until]: rows whose known count is above the previous
-# known count of the same series (node, index, UUID). The backtest's replay plan reads the same
-# points (:mod:`evaluator.store.backtest_queries`).
-ECC_INCREASES: Final = """
-    SELECT node_id, gpu_index, gpu_uuid, sampled_at FROM (
-        SELECT s.node_id, s.gpu_index, s.gpu_uuid, s.sampled_at,
-               s.ecc_uncorrected_total AS unc,
-               lag(s.ecc_uncorrected_total) OVER (
-                   PARTITION BY s.node_id, s.gpu_index, s.gpu_uuid ORDER BY s.sampled_at
-               ) AS prev
-        FROM gpu_health_samples s
-        SEMI JOIN cand c ON c.node_id = s.node_id AND c.gpu_index = s.gpu_index
-                        AND c.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid
-        WHERE s.source = $source AND s.sampled_at >= $since AND s.sampled_at <= $until
-          AND s.ecc_uncorrected_total IS NOT NULL)
-    WHERE unc > prev"""
 
 _ECC_EVENTS = f"""
 cand AS (
     SELECT unnest($c_nodes::VARCHAR[]) AS node_id, unnest($c_idx::INTEGER[]) AS gpu_index,
            unnest($c_uuid::VARCHAR[]) AS gpu_uuid
 ),
+segs AS ({PERIOD_SEGMENTS.format(nodes="", cards=CAND)}),
 ecc AS (
-    SELECT node_id, gpu_index, gpu_uuid, min(sampled_at) AS fault_at
-    FROM ({ECC_INCREASES}) GROUP BY node_id, gpu_index, gpu_uuid
+    SELECT node_id, gpu_index, gpu_uuid, event_at AS fault_at
+    FROM ({FIRST_INCREASE.format(key="node_id, gpu_index, gpu_uuid", segs="segs")})
 )"""
 
 _XID_EVENTS = f"""
@@ -278,6 +272,7 @@ def _faults(db: Database, params: dict[str, Any], moved: Sequence[Any],
     events: list[str] = []
     query: dict[str, Any] = {k: params[k] for k in ("source", "since", "until")}
     if moved:
+        query = _period(db, query)
         events.append(_ECC_EVENTS)
         query |= {"c_nodes": [c[0] for c in moved], "c_idx": [c[1] for c in moved],
                   "c_uuid": [c[2] for c in moved]}

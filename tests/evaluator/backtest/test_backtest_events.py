@@ -23,7 +23,6 @@ from evaluator.backtest.history import keepalive_period, keepalive_rows, write_h
 from evaluator.ingest.write_rule import decide
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store import Database
-from evaluator.store.backtest_import import drop_sample_indexes
 from evaluator.store.backtest_queries import preceded_by_correctable
 from evaluator.store.stats import raw_stats
 from gpu_health.clock import from_naive_utc
@@ -159,7 +158,6 @@ def test_bulk_expansion_in_duckdb_equals_the_closed_form(tmp_path: Path) -> None
         histories.append(history("n", gpu, f"n/{gpu}", events, start=T0 + timedelta(hours=gpu),
                                  stop=T0 + timedelta(days=21 - gpu), step=MIN))
     db = Database(tmp_path / "bt.duckdb")
-    drop_sample_indexes(db)
     written = write_histories(db, histories, step=MIN, keepalive=KEEP)
     stored = db.fetchall("SELECT gpu_index, sampled_at, ecc_uncorrected_total, "
                          "ecc_corrected_total, retired_pages, remapped_rows_pending, "
@@ -185,7 +183,6 @@ def test_calchas_dataset_with_the_preset(tmp_path: Path) -> None:
                                      observe_after=timedelta(days=7))
     assert len(histories) == 51 and rule == "trailing digits of the device name"
     db = Database(tmp_path / "calchas.duckdb")
-    drop_sample_indexes(db)
     write_histories(db, histories, step=MIN, keepalive=KEEP)
     lo, hi = (from_naive_utc(v) for v in db.fetchone(
         "SELECT min(sampled_at), max(sampled_at) FROM gpu_health_samples"))

@@ -29,7 +29,6 @@ from evaluator.ingest.write_rule import decide
 from evaluator.main import main
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store import Database
-from evaluator.store.backtest_import import drop_sample_indexes
 from gpu_health.clock import from_naive_utc
 from tests.evaluator.backtest_support import V1_FILE
 
@@ -161,7 +160,6 @@ def source(url: str, ms: MetricSet, max_points: int = 10_000) -> PrometheusSourc
 
 def imported(tmp_path: Path, src: PrometheusSource, name: str = "bt.duckdb") -> Database:
     db = Database(tmp_path / name)
-    drop_sample_indexes(db)
     asyncio.run(import_prometheus(db, src, KEEP))
     return db
 

@@ -11,8 +11,9 @@ from evaluator.ingest.write_rule import Reason, decide
 from evaluator.model import CardKey, Counters, RemapDetails, Sample
 from evaluator.store import Database
 from evaluator.store.samples import insert_samples, latest_rows
-from gpu_health.contract import REMAP_KEYS
+from gpu_health.clock import to_naive_utc
 from tests.evaluator.ingest_support import T0
+from tests.evaluator.store_support import older_file
 
 LABELS = 'gpu="0",uuid="GPU-a",vendor="nvidia"'
 
@@ -59,19 +60,12 @@ def test_stored_and_read_back_with_unknown_as_none(tmp_path: Path) -> None:
 
 def test_the_migration_adds_nullable_columns_to_an_older_file(tmp_path: Path) -> None:
     path = tmp_path / "old.duckdb"
-    db = Database(path)
-    insert_samples(db, [Sample(CardKey("n1", 0), "GPU-a", T0, Counters(0, 3))])
-    # As a file written before migration 4 (DuckDB drops no column under an index): the
-    # migration then runs on a table with both indexes, as on a real older file.
-    db.execute("DROP INDEX idx_samples_card_time")
-    db.execute("DROP INDEX idx_samples_source")
-    for column in REMAP_KEYS:
-        db.execute(f"ALTER TABLE gpu_health_samples DROP COLUMN {column}")
-    db.execute("CREATE INDEX idx_samples_card_time ON gpu_health_samples "
-               "(node_id, gpu_index, sampled_at)")
-    db.execute("CREATE INDEX idx_samples_source ON gpu_health_samples (source)")
-    db.execute("DELETE FROM schema_migrations WHERE version = 4")
-    db.close()
+    # A file written before migration 4: the migration then runs on a table with both
+    # indexes, as on a real older file.
+    with older_file(path, 3) as con:
+        con.execute("INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, "
+                    "sampled_at, ecc_uncorrected_total, ecc_corrected_total) "
+                    "VALUES ('n1', 0, 'GPU-a', 'real', ?, 0, 3)", [to_naive_utc(T0)])
     db = Database(path)  # migrates on open
     (sample,) = latest_rows(db, [CardKey("n1", 0)]).values()
     assert sample.counters == Counters(0, 3)

@@ -1,0 +1,216 @@
+"""Per-card daily rollups: statistics and the tick read summaries, not every raw row.
+
+Why (issue 14, measured at 16,384 cards x 37 days): statistics grouped every sample of the
+retention period (10 s) and the tick read seven days of rows for the baseline count and up to 35
+days for the open prediction windows (8 s). DuckDB cannot look up one card's rows quickly (rows are
+stored in arrival order; its ART index only serves constant point lookups and was 90% of the file),
+so every per-card question became a scan of time. Now:
+
+- ``gpu_health_sample_days`` holds one segment (:mod:`evaluator.store.rollup_sql`) per series and
+  UTC day, for every day before the *sealed* watermark (``gpu_health_rollup_state``). The
+  invariant readers rely on: a sealed day's rollup equals the aggregate of that day's raw rows.
+  Days at and after the watermark are read from the raw rows, which lie together at the end of
+  the table (a day or so, skipped to by DuckDB's zone maps);
+- :func:`seal` moves the watermark to the start of the current day (10 minutes after midnight,
+  so the last rows of the day are in), summarising one day per statement;
+- rows written later into a sealed day (a skewed clock, an import) re-summarise their cards' days
+  in the same transaction (:func:`after_insert`); retention and the simulated purge keep the
+  invariant too (:func:`after_delete`);
+- ``gpu_health_window_edges`` holds, per pending prediction, the segments of its window's partial
+  first and last days (t0 to midnight, midnight to the window's end), each computed once its day
+  is sealed (:mod:`evaluator.store.window_edges`): with the sealed days between and the raw rows
+  after the watermark, a window is observed without reading its old rows again. An edge is
+  dropped when its day is re-summarised.
+
+Answers do not change: every reader combines segments into exactly what the raw rows said.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from evaluator.store.db import Database
+from evaluator.store.rollup_sql import (
+    DAY_SEGMENTS,
+    DAYS,
+    EDGES,
+    FIELD_LIST,
+    SEALED_MEMO,
+    SERIES,
+    STATE,
+)
+from gpu_health.clock import from_naive_utc, to_naive_utc
+
+log = logging.getLogger(__name__)
+
+DAY: Final = timedelta(days=1)
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+GRACE: Final = timedelta(minutes=10)  # rows of a day still arriving just after midnight
+CHUNK_ROWS: Final = 5_000_000  # raw rows per sealing statement (memory of the window pass)
+# Sealing and lead refreshes of two workers in one process (DuckDB: one process per file) run
+# one at a time: neither table has a key that would refuse a second copy of a row.
+WRITING: Final = threading.RLock()
+
+
+def day_floor(at: datetime) -> datetime:
+    return at.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def sealed_until(db: Database) -> datetime | None:
+    """The watermark (aware UTC): every day before it is summarised. None: nothing sealed yet.
+    Read once per process (``db.memo``), then kept in step by :func:`seal`."""
+    if SEALED_MEMO not in db.memo:
+        row = db.fetchone(f"SELECT max(sealed_until) FROM {STATE}")
+        db.memo[SEALED_MEMO] = None if row is None or row[0] is None else from_naive_utc(row[0])
+    value: datetime | None = db.memo[SEALED_MEMO]
+    return value
+
+
+def watermark(db: Database) -> datetime:
+    """:func:`sealed_until`, or the epoch when nothing is sealed (no day comes before it)."""
+    return sealed_until(db) or EPOCH
+
+
+def covered(db: Database, until: datetime) -> datetime:
+    """The end (a midnight) of the sealed days a reader bounded by ``until`` may use: none
+    after the watermark, none holding a row after ``until``."""
+    return min(watermark(db), day_floor(until + timedelta(microseconds=1)))
+
+
+def _summarise(db: Database, lo: datetime, hi: datetime) -> None:
+    """Replace the rollups of every series for the days in [lo, hi) (one statement each)."""
+    params = {"lo": to_naive_utc(lo), "hi": to_naive_utc(hi)}
+    db.execute(f"DELETE FROM {DAYS} WHERE day >= $lo AND day < $hi", params)
+    db.execute(f"INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards='')}", params)
+
+
+def seal(db: Database, now: datetime) -> int:
+    """Summarise the days before ``now - GRACE``'s midnight not yet sealed; return how many.
+    No statement when nothing is due (the worker calls this every tick)."""
+    with WRITING:
+        return _seal(db, now)
+
+
+def _seal(db: Database, now: datetime) -> int:
+    target = day_floor(now - GRACE)
+    start = sealed_until(db)
+    if start is not None and start >= target:
+        return 0
+    if start is None:
+        row = db.fetchone("SELECT min(sampled_at) FROM gpu_health_samples")
+        start = target if row[0] is None else min(day_floor(from_naive_utc(row[0])), target)
+    days = 0
+    step = _chunk_days(db, start, target)
+    while start < target:
+        end = min(start + step * DAY, target)
+        with db.transaction():
+            _summarise(db, start, end)
+            _set_watermark(db, end)
+        days += (end - start) // DAY
+        start = end
+    if days == 0:
+        _set_watermark(db, target)
+    elif days > 1:
+        log.info("summarised %d day(s) of samples up to %s", days, target.isoformat())
+    return days
+
+
+def _chunk_days(db: Database, start: datetime, end: datetime) -> int:
+    """Days per sealing statement: about CHUNK_ROWS raw rows each (one day at a time for a
+    large fleet, bounding memory; many at once for a small or sparse history)."""
+    row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE sampled_at >= ? "
+                      "AND sampled_at < ?", [to_naive_utc(start), to_naive_utc(end)])
+    per_day = max(1, int(row[0]) // max(1, (end - start) // DAY))
+    return max(1, min(366, CHUNK_ROWS // per_day))
+
+
+def _set_watermark(db: Database, at: datetime) -> None:
+    db.execute(f"DELETE FROM {STATE}")
+    db.execute(f"INSERT INTO {STATE} VALUES (?)", [to_naive_utc(at)])
+    db.memo[SEALED_MEMO] = at  # a rollback clears the memo: the next read asks the table
+
+
+_RESUMMARISE: Final = """
+WITH touched AS (
+    SELECT DISTINCT unnest($t_source::VARCHAR[]) AS source, unnest($t_node::VARCHAR[]) AS node_id,
+           unnest($t_idx::INTEGER[]) AS gpu_index, unnest($t_day::TIMESTAMP[]) AS day
+)
+"""
+
+
+def late(db: Database, times: Iterable[datetime]) -> bool:
+    """Whether any of these sample times falls in a sealed day (no statement once read)."""
+    sealed = sealed_until(db)
+    return sealed is not None and any(t < sealed for t in times)
+
+
+def after_insert(db: Database, rows: Iterable[tuple[str, str, int, datetime]]) -> int:
+    """Keep the invariant after inserting rows (source, node, index, sampled_at): the days of
+    rows before the watermark are re-summarised for their cards, and the leads of predictions
+    starting on those days dropped. Call inside the inserting transaction. Returns the number of
+    (card, day) pairs redone (0, and no statement, in the steady state)."""
+    sealed = sealed_until(db)
+    if sealed is None:
+        return 0
+    touched = sorted({(s, n, i, day_floor(at)) for s, n, i, at in rows if at < sealed})
+    if not touched:
+        return 0
+    keys: dict[str, Any] = {
+        "t_source": [t[0] for t in touched], "t_node": [t[1] for t in touched],
+        "t_idx": [t[2] for t in touched], "t_day": [to_naive_utc(t[3]) for t in touched]}
+    span = {"lo": to_naive_utc(min(t[3] for t in touched)),
+            "hi": to_naive_utc(max(t[3] for t in touched) + DAY)}
+    db.execute(f"""{_RESUMMARISE}
+        DELETE FROM {DAYS} d WHERE EXISTS (SELECT 1 FROM touched t
+            WHERE t.source = d.source AND t.node_id = d.node_id AND t.gpu_index = d.gpu_index
+              AND t.day = d.day)""", keys)
+    semi = (" SEMI JOIN touched t ON t.source = s.source AND t.node_id = s.node_id"
+            " AND t.gpu_index = s.gpu_index AND t.day = date_trunc('day', s.sampled_at)")
+    db.execute(f"{_RESUMMARISE} INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards=semi)}",
+               keys | span)
+    db.execute(f"""{_RESUMMARISE}
+        DELETE FROM {EDGES} WHERE prediction_id IN (
+            SELECT p.id FROM gpu_health_predictions p JOIN touched t
+              ON t.source = p.source AND t.node_id = p.node_id AND t.gpu_index = p.gpu_index
+             AND t.day IN (date_trunc('day', p.t0), date_trunc('day', p.window_end)))""", keys)
+    return len(touched)
+
+
+def after_delete(db: Database, cutoff: datetime | None, source: str | None = None) -> None:
+    """Keep the invariant after deleting raw rows: before ``cutoff`` (retention; the cutoff's
+    own day is re-summarised when sealed), or every row of ``source`` (the simulated purge).
+    Call inside the deleting transaction."""
+    if source is not None:
+        db.execute(f"DELETE FROM {DAYS} WHERE source = ?", [source])
+        db.execute(f"DELETE FROM {EDGES} WHERE prediction_id NOT IN "
+                   "(SELECT id FROM gpu_health_predictions)")
+        return
+    assert cutoff is not None
+    first = day_floor(cutoff)
+    db.execute(f"DELETE FROM {DAYS} WHERE day < ?", [to_naive_utc(first)])
+    db.execute(f"DELETE FROM {EDGES} WHERE prediction_id IN (SELECT id FROM "
+               "gpu_health_predictions WHERE t0 < ?)", [to_naive_utc(first + DAY)])
+    sealed = sealed_until(db)
+    if cutoff > first and sealed is not None and first < sealed:
+        _summarise(db, first, first + DAY)
+
+
+__all__ = [
+    "DAY",
+    "EPOCH",
+    "FIELD_LIST",
+    "SERIES",
+    "WRITING",
+    "after_delete",
+    "after_insert",
+    "covered",
+    "day_floor",
+    "late",
+    "seal",
+    "sealed_until",
+    "watermark",
+]

@@ -1,0 +1,74 @@
+"""The partial first and last days of prediction windows, summarised once (issue 14).
+
+A window ``(t0, window_end]`` rarely starts or ends at midnight, so the sealed daily rollups
+cover only its whole days. Its *head* (rows in ``(t0, midnight after t0)``) and, once it is over,
+its *tail* (rows in ``[midnight before window_end, window_end]``) are summarised here as segments
+(:mod:`evaluator.store.rollup_sql`) the first time their day is sealed, so that the backfill never
+reads a window's old raw rows again: reading them for hundreds of windows spread over a month
+was a scan of the whole month. A marker row (``segment`` false) records an edge with no rows.
+
+Edges are only ever valid for their sealed day: :mod:`evaluator.store.rollups` drops them when
+that day is summarised again (a late row, retention).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final
+
+from evaluator.store.db import Database
+from evaluator.store.rollup_sql import AGGREGATE, EDGES, FIELDS, prev_unc
+from evaluator.store.rollups import WRITING, sealed_until
+from gpu_health.clock import to_naive_utc
+
+# The rows of an edge: sampled_at in (a, b]. Head: a = t0, b = its midnight - 1 us; tail (once
+# the window is over at $now): a = the window end's midnight - 1 us, b = window_end. Only edges of
+# sealed days, not yet done.
+_NEED: Final = f"""
+need AS (
+    SELECT * FROM (
+        SELECT id, 'head' AS edge, source, node_id, gpu_index, t0 AS a,
+               date_trunc('day', t0) + INTERVAL 1 DAY - INTERVAL 1 MICROSECOND AS b
+        FROM gpu_health_predictions WHERE status = 'pending'
+        UNION ALL
+        SELECT id, 'tail', source, node_id, gpu_index,
+               date_trunc('day', window_end) - INTERVAL 1 MICROSECOND, window_end
+        FROM gpu_health_predictions WHERE status = 'pending' AND window_end <= $now) n
+    WHERE date_trunc('day', b) + INTERVAL 1 DAY <= $sealed
+      AND NOT EXISTS (SELECT 1 FROM {EDGES} e WHERE e.prediction_id = n.id AND e.edge = n.edge)
+)"""
+
+_MARKER: Final = ", ".join(["0", "NULL", "NULL", *(["0"] * 5), *(["NULL"] * 10)])
+_INSERT: Final = f"""
+INSERT INTO {EDGES} (prediction_id, edge, gpu_uuid, segment, {", ".join(FIELDS)})
+WITH {_NEED},
+edge_rows AS (
+    SELECT n.id, n.edge, s.*, {prev_unc("n.id, n.edge, s.gpu_uuid")} AS prev
+    FROM need n JOIN gpu_health_samples s
+      ON s.source = n.source AND s.node_id = n.node_id AND s.gpu_index = n.gpu_index
+     AND s.sampled_at > n.a AND s.sampled_at <= n.b
+    WHERE s.sampled_at > $lo AND s.sampled_at <= $hi
+)
+SELECT id, edge, gpu_uuid, true, {AGGREGATE} FROM edge_rows GROUP BY id, edge, gpu_uuid
+UNION ALL
+SELECT id, edge, NULL, false, {_MARKER} FROM need
+"""
+
+
+def refresh_edges(db: Database, now: datetime) -> int:
+    """Summarise every missing edge of a pending prediction whose day is sealed (one scan over
+    the days concerned; in the steady state the day just sealed). Returns the edges done."""
+    with WRITING:
+        sealed = sealed_until(db)
+        if sealed is None:
+            return 0
+        params = {"sealed": to_naive_utc(sealed), "now": to_naive_utc(now)}
+        count, lo, hi = db.fetchone(f"WITH {_NEED} SELECT count(*), min(a), max(b) FROM need",
+                                    params)
+        if not count:
+            return 0
+        with db.transaction():
+            db.execute(f"DELETE FROM {EDGES} WHERE prediction_id NOT IN "
+                       "(SELECT id FROM gpu_health_predictions WHERE status = 'pending')")
+            db.execute(_INSERT, params | {"lo": lo, "hi": hi})
+        return int(count)

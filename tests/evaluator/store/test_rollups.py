@@ -1,0 +1,172 @@
+"""Rollups change no answer: every reader gives the same result from the raw rows alone (nothing
+sealed) and from sealed days + leads + raw rows, on irregular, messy histories.
+
+Two stores get the same rows and predictions; only the second is sealed. Then backfill
+observations, statistics, fault evidence, features and the capability matrix are compared at
+times inside days, at midnights and before the watermark (as the backtest asks), after a late
+row lands in a sealed day, after retention cuts a day in two and after the simulated purge.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluator.model import CardKey, Counters, Sample
+from evaluator.store import Database, rollups
+from evaluator.store.api_queries import capabilities
+from evaluator.store.backfill import observe_pending
+from evaluator.store.features import card_features
+from evaluator.store.maintenance import delete_samples_before, purge_simulated
+from evaluator.store.samples import insert_samples
+from evaluator.store.stats import _base_params, first_evidence, raw_stats
+from tests.evaluator.rules_support import at, insert_prediction, params
+from tests.evaluator.store_support import older_file
+
+DAYS = 6
+NOW = at(DAYS, ) + timedelta(hours=7, minutes=13)
+CARDS = [("n1", 0), ("n1", 1), ("n2", 0), ("n2", 3), ("n3", 0)]
+
+
+def _history(rng: random.Random) -> list[Sample]:
+    """Irregular rows (1 to 200 minutes apart, some seconds off the minute), counts that climb,
+    drop (a reset), go unknown; a card swap; a simulated card beside the real ones."""
+    rows: list[Sample] = []
+    for n, (node, gpu) in enumerate([*CARDS, ("sim", 0)]):
+        source = "simulated" if node == "sim" else "real"
+        t, unc, corr, uuid = at(0), rng.choice([0, 0, 2]), 0, f"GPU-{n}"
+        while t < NOW + timedelta(hours=3):  # a few rows after NOW: never read by it
+            t += timedelta(minutes=rng.choice([1, 5, 5, 5, 30, 90, 200]),
+                           seconds=rng.choice([0, 7]))
+            roll = rng.random()  # faulty, quiet and silent cards: hits, misses and voids
+            up = (0.03, 0.0, 0.004, 0.001, 0.0, 0.02)[n]
+            unc = unc + 1 if roll < up else 0 if roll < up + 0.003 else unc
+            corr += rng.choice([0, 0, 1, 5])
+            if n == 2 and t > at(3.4):
+                uuid = "GPU-swapped"
+            known = n != 1 and rng.random() > 0.15
+            corr_known = corr if rng.random() > 0.1 else None
+            rows.append(Sample(CardKey(node, gpu, source), None if n == 4 else uuid, t,
+                               Counters(unc if known else None, corr_known, None,
+                                        0 if n % 2 else None, None)))
+    return rows
+
+
+def _predictions(db: Database, rng: random.Random) -> None:
+    for i in range(14):
+        node, gpu = CARDS[i % len(CARDS)]
+        t0 = at(rng.uniform(0.2, DAYS - 0.5))
+        insert_prediction(db, pid=f"p{i}", node=node, gpu=gpu, uuid=f"GPU-{i % len(CARDS)}",
+                          t0=t0, window_days=rng.choice([1, 2, 3]), unc0=rng.choice([0, 1, None]),
+                          version="v2-ecc-xid")
+
+
+def _stores(tmp_path: Path, seed: int) -> tuple[Database, Database, list[Sample]]:
+    rows = _history(random.Random(seed))
+    pair = []
+    for name in ("raw", "sealed"):
+        db = Database(tmp_path / f"{name}.duckdb")
+        insert_samples(db, rows)
+        _predictions(db, random.Random(seed))
+        pair.append(db)
+    assert rollups.seal(pair[1], NOW) == DAYS
+    assert rollups.sealed_until(pair[1]) == at(DAYS)
+    return pair[0], pair[1], rows
+
+
+def _answers(db: Database, now: datetime) -> dict[str, Any]:
+    since = at(0.3)
+    out: dict[str, Any] = {
+        "observe": observe_pending(db, now),
+        "stats": [raw_stats(db, since=s, until=now, source=src, nodes=nodes, fault_xids=(48,))
+                  for s in (since, at(0), at(2)) for src in ("real", "simulated")
+                  for nodes in (None, frozenset({"n2"}))],
+        "features": card_features(db, [now, now - timedelta(hours=30)], "real",
+                                  params(baseline_days=2, growth_window_hours=6)),
+        "capabilities": capabilities(db, source="real", now=now),
+    }
+    cards: set[tuple[str, int, str | None]] = {
+        (n, g, f"GPU-{i}") for i, (n, g) in enumerate(CARDS)} | {("n2", 0, "GPU-swapped")}
+    out["evidence"] = first_evidence(db, _base_params(since, now, "real", None), cards, (48,))
+    return out
+
+
+def _same(a: Database, b: Database, now: datetime) -> None:
+    left, right = _answers(a, now), _answers(b, now)
+    for key in left:
+        assert left[key] == right[key], key
+
+
+TIMES = [NOW, at(4) + timedelta(minutes=5), at(5), at(3.5), at(2) - timedelta(microseconds=1)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sealed_and_raw_readers_agree(tmp_path: Path, seed: int) -> None:
+    raw, sealed, _ = _stores(tmp_path, seed)
+    assert sealed.fetchone("SELECT count(*) FROM gpu_health_window_edges")[0] == 0
+    for now in TIMES:
+        _same(raw, sealed, now)
+    edges = dict(sealed.fetchall("SELECT edge, count(*) FROM gpu_health_window_edges "
+                                 "WHERE segment GROUP BY edge"))
+    assert edges["head"] > 0 and edges["tail"] > 0
+    assert raw.fetchone("SELECT count(*) FROM gpu_health_sample_days")[0] == 0
+
+
+def test_a_late_row_in_a_sealed_day_is_summarised_with_it(tmp_path: Path) -> None:
+    raw, sealed, _ = _stores(tmp_path, 4)
+    _answers(sealed, NOW)  # edges summarised before the late rows arrive
+    late = [Sample(CardKey("n1", 0), "GPU-0", at(2.5) + timedelta(seconds=1), Counters(99, 1)),
+            Sample(CardKey("n2", 3), "GPU-3", at(1.2), Counters(None, None, 4))]
+    for db in (raw, sealed):
+        insert_samples(db, late)
+    for now in TIMES:
+        _same(raw, sealed, now)
+
+
+def test_retention_and_purge_keep_the_rollups_exact(tmp_path: Path) -> None:
+    raw, sealed, _ = _stores(tmp_path, 5)
+    _answers(sealed, NOW)
+    cutoff = at(1.6)  # inside a sealed day: that day is summarised again
+    for db in (raw, sealed):
+        delete_samples_before(db, cutoff)
+    for now in TIMES[:3]:
+        _same(raw, sealed, now)
+    for db in (raw, sealed):
+        purge_simulated(db)
+    _same(raw, sealed, NOW)
+    assert sealed.fetchone("SELECT count(*) FROM gpu_health_sample_days "
+                           "WHERE source = 'simulated' OR day < ?", [at(1).replace(tzinfo=None)]
+                           )[0] == 0
+
+
+def test_sealing_is_incremental_and_silent_when_nothing_is_due(tmp_path: Path) -> None:
+    db = Database(tmp_path / "s.duckdb")
+    assert rollups.seal(db, NOW) == 0  # empty store: the watermark only
+    assert rollups.sealed_until(db) == at(DAYS)
+    insert_samples(db, [Sample(CardKey("n", 0), "GPU-a", NOW, Counters(0, 0))])
+    before = db.statements
+    assert rollups.seal(db, NOW + timedelta(hours=1)) == 0 and db.statements == before
+    assert rollups.seal(db, NOW + timedelta(days=1)) == 1
+    assert db.fetchone("SELECT count(*) FROM gpu_health_sample_days")[0] == 1
+
+
+def test_the_migration_converts_a_file_written_before_it(tmp_path: Path) -> None:
+    """A file as the previous release left it (migrations 1-4, both ART indexes): opening it
+    drops the indexes; the first seal summarises its history; answers are unchanged."""
+    rows = _history(random.Random(6))
+    path = tmp_path / "old.duckdb"
+    with older_file(path, 4):
+        pass
+    db = Database(path)  # migration 5 runs here
+    insert_samples(db, rows)
+    _predictions(db, random.Random(6))
+    reference = _answers(db, NOW)
+    assert db.fetchall("SELECT index_name FROM duckdb_indexes() "
+                       "WHERE table_name = 'gpu_health_samples'") == []
+    assert rollups.seal(db, NOW) == DAYS
+    assert _answers(db, NOW) == reference
+    db.close()
