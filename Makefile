@@ -29,6 +29,7 @@ test: lint
 bench: install
 	$(BIN)/python bench/ingest.py --quick
 	$(BIN)/python -m bench.rules --quick
+	$(BIN)/python -m bench.scale --quick
 	$(BIN)/python -m bench.api --quick
 	$(BIN)/python -m bench.dashboard_snapshot --quick
 	$(BIN)/python -m bench.backtest --quick

@@ -24,6 +24,8 @@ SIMULATE_HELP: Final = "write source='simulated' samples for demo profiles, or -
 TOKENS_HASH_HELP: Final = "print the sha256 of an API token read from stdin (tokens file)"
 BACKTEST_HELP: Final = ("replay history (Prometheus or an events CSV) through the rules into a "
                         "separate DuckDB file and report precision/recall per rule version")
+COMPACT_HELP: Final = ("rewrite the (stopped) evaluator's DuckDB file to its live data: the space "
+                       "freed by dropped indexes and deleted rows goes back to the disk")
 DEMO_HELP: Final = ("run the exporter (fake tools when no nvidia-smi) and the evaluator on a "
                     "demo store with simulated history; print where to look")
 
@@ -45,6 +47,11 @@ def simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
     parser.add_argument("--end", default=None,
                         help="end of the history, ISO 8601 with a zone (default: now)")
+    parser.add_argument("--storage", type=Path, default=None,
+                        help="DuckDB file (default: storage.path of --config)")
+
+
+def compact_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", type=Path, default=None,
                         help="DuckDB file (default: storage.path of --config)")
 
@@ -131,6 +138,7 @@ COMMANDS: Final[dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]]
     "tokens-hash": (TOKENS_HASH_HELP, _no_arguments),
     "backtest": (BACKTEST_HELP, backtest_arguments),
     "demo": (DEMO_HELP, demo_arguments),
+    "compact": (COMPACT_HELP, compact_arguments),
 }
 
 

@@ -3,7 +3,8 @@
 ``run`` (the default when only options are given) scrapes, stores, predicts and serves the
 API; ``simulate`` writes or purges simulated samples; ``tokens-hash`` prints the SHA-256 of an
 API token read from stdin (for the tokens file); ``backtest`` replays history; ``demo`` runs the
-whole product on one machine. Arguments are declared in :mod:`evaluator.cli`; ``RUNNERS`` maps
+whole product on one machine; ``compact`` rewrites a stopped evaluator's file to its live data.
+Arguments are declared in :mod:`evaluator.cli`; ``RUNNERS`` maps
 the same names to ``run(args, environ) -> exit code``. Nothing below ``main`` reads
 ``os.environ``: the mapping read here is passed down.
 Exit codes: 0 fine, 1 a runtime error (e.g. the database is locked), 2 bad config or arguments.
@@ -78,12 +79,22 @@ def cmd_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return run_demo(args, environ)
 
 
+def cmd_compact(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from evaluator.store.compact import compact
+
+    path = args.storage or _config(args, environ).storage_path
+    before, after = compact(path)
+    print(f"compacted {path}: {before / 1e6:,.1f} MB -> {after / 1e6:,.1f} MB")
+    return 0
+
+
 RUNNERS: Final[dict[str, Runner]] = {
     "run": cmd_run,
     "simulate": cmd_simulate,
     "tokens-hash": cmd_tokens_hash,
     "backtest": cmd_backtest,
     "demo": cmd_demo,
+    "compact": cmd_compact,
 }
 
 

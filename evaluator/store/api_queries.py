@@ -16,7 +16,7 @@ from typing import Any
 
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store.db import Database
-from evaluator.store.rollups import covered
+from evaluator.store.rollups import covered, watermark
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import COUNTER_KEYS
 
@@ -63,13 +63,15 @@ def node_visible(db: Database, node_id: str, tenants: Sequence[str] | None) -> b
         )
         return bool(row[0])
     # The small nodes table answers nearly every request; only a node missing from it (removed
-    # target, simulated-only node, unknown id) costs the scans of the data tables.
+    # target, simulated-only node, unknown id) costs the scans of the data tables: the daily
+    # rollups and the raw rows after them (a day or so), never the whole sample history.
     if db.fetchone("SELECT count(*) FROM gpu_health_nodes WHERE node_id = $n", {"n": node_id})[0]:
         return True
     row = db.fetchone(
-        "SELECT EXISTS (SELECT 1 FROM gpu_health_samples WHERE node_id = $n) "
+        "SELECT EXISTS (SELECT 1 FROM gpu_health_sample_days WHERE node_id = $n) "
+        "OR EXISTS (SELECT 1 FROM gpu_health_samples WHERE node_id = $n AND sampled_at >= $w) "
         "OR EXISTS (SELECT 1 FROM gpu_health_predictions WHERE node_id = $n)",
-        {"n": node_id},
+        {"n": node_id, "w": to_naive_utc(watermark(db))},
     )
     return bool(row[0])
 

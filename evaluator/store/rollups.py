@@ -192,8 +192,10 @@ def after_delete(db: Database, cutoff: datetime | None, source: str | None = Non
     assert cutoff is not None
     first = day_floor(cutoff)
     db.execute(f"DELETE FROM {DAYS} WHERE day < ?", [to_naive_utc(first)])
-    db.execute(f"DELETE FROM {EDGES} WHERE prediction_id IN (SELECT id FROM "
-               "gpu_health_predictions WHERE t0 < ?)", [to_naive_utc(first + DAY)])
+    # the edges of windows starting on a deleted or cut day, and of resolved predictions
+    db.execute(f"DELETE FROM {EDGES} WHERE prediction_id NOT IN (SELECT id FROM "
+               "gpu_health_predictions WHERE status = 'pending' AND t0 >= ?)",
+               [to_naive_utc(first + DAY)])
     sealed = sealed_until(db)
     if cutoff > first and sealed is not None and first < sealed:
         _summarise(db, first, first + DAY)

@@ -67,8 +67,6 @@ def refresh_edges(db: Database, now: datetime) -> int:
                                     params)
         if not count:
             return 0
-        with db.transaction():
-            db.execute(f"DELETE FROM {EDGES} WHERE prediction_id NOT IN "
-                       "(SELECT id FROM gpu_health_predictions WHERE status = 'pending')")
-            db.execute(_INSERT, params | {"lo": lo, "hi": hi})
+        # Edges of resolved predictions are never read again; retention deletes them.
+        db.execute(_INSERT, params | {"lo": lo, "hi": hi})
         return int(count)

@@ -1,0 +1,41 @@
+"""The backtest report on the public Calchas data is the one the code gave before issue 14.
+
+``data/calchas-v2-ecc-xid.report.json`` was written by the release before the daily rollups
+(``gpu-health-evaluator backtest --events <calchas> --preset calchas --no-baselines``, the
+default rule set v2-ecc-xid), then stripped of what changes from run to run: the time it was
+made, the file it went to, the replay's duration, the rule file's path, and the events path. The
+storage layout changed under it (no ART index, sealed daily rollups, window edges); every count,
+precision, recall, lift and fault list must still be the same.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evaluator.main import main
+from tests.shared import require_shared
+
+STORED = Path(__file__).parent / "data" / "calchas-v2-ecc-xid.report.json"
+VOLATILE = ("generated_at", "database", "seconds", "origin")
+
+
+def normalise(value: Any, events: str) -> Any:
+    if isinstance(value, dict):
+        return {k: normalise(v, events) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [normalise(v, events) for v in value]
+    if isinstance(value, str):
+        return value.replace(events, "<events>")
+    return value
+
+
+def test_report_is_identical_to_the_stored_copy(tmp_path: Path) -> None:
+    events = require_shared("datasets/calchas") / "hbm-errors.csv"
+    output = tmp_path / "report.json"
+    code = main(["backtest", "--events", str(events), "--preset", "calchas", "--no-baselines",
+                 "--no-progress", "--db", str(tmp_path / "bt.duckdb"), "--output", str(output)])
+    assert code == 0
+    got = normalise(json.loads(output.read_text(encoding="utf-8")), str(events))
+    assert got == json.loads(STORED.read_text(encoding="utf-8"))
