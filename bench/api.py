@@ -34,6 +34,7 @@ from evaluator.http.errors import RequestMetrics
 from evaluator.model import CardKey
 from evaluator.store import Database
 from evaluator.store import api_queries as q
+from evaluator.store.rollups import seal
 from gpu_health.clock import to_naive_utc
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = _generate(db, cards, days)
         print(f"generated {rows:,} samples ({cards} cards x {days} days) in "
               f"{time.perf_counter() - t0:.1f} s (not part of any timing below)")
+        t0 = time.perf_counter()
+        seal(db, NOW)  # as the live worker does: every complete day summarised
+        print(f"summarised {days} days in {time.perf_counter() - t0:.1f} s (not timed below)")
         key = CardKey("node-0001", 3)
         week = NOW - timedelta(days=7)
         _time("capabilities (all cards, one GROUP BY)",

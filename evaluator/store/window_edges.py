@@ -25,8 +25,7 @@ from gpu_health.clock import to_naive_utc
 # the window is over at $now): a = the window end's midnight - 1 us, b = window_end. Only edges of
 # sealed days, not yet done.
 _NEED: Final = f"""
-need AS (
-    SELECT * FROM (
+    SELECT id, edge, source, node_id, gpu_index, a, b FROM (
         SELECT id, 'head' AS edge, source, node_id, gpu_index, t0 AS a,
                date_trunc('day', t0) + INTERVAL 1 DAY - INTERVAL 1 MICROSECOND AS b
         FROM gpu_health_predictions WHERE status = 'pending'
@@ -36,12 +35,17 @@ need AS (
         FROM gpu_health_predictions WHERE status = 'pending' AND window_end <= $now) n
     WHERE date_trunc('day', b) + INTERVAL 1 DAY <= $sealed
       AND NOT EXISTS (SELECT 1 FROM {EDGES} e WHERE e.prediction_id = n.id AND e.edge = n.edge)
-)"""
+"""
 
 _MARKER: Final = ", ".join(["0", "NULL", "NULL", *(["0"] * 5), *(["NULL"] * 10)])
 _INSERT: Final = f"""
 INSERT INTO {EDGES} (prediction_id, edge, gpu_uuid, segment, {", ".join(FIELDS)})
-WITH {_NEED},
+WITH need AS (
+    SELECT unnest($ids::VARCHAR[]) AS id, unnest($edges::VARCHAR[]) AS edge,
+           unnest($sources::VARCHAR[]) AS source, unnest($nodes::VARCHAR[]) AS node_id,
+           unnest($idx::INTEGER[]) AS gpu_index, unnest($as::TIMESTAMP[]) AS a,
+           unnest($bs::TIMESTAMP[]) AS b
+),
 edge_rows AS (
     SELECT n.id, n.edge, s.*, {prev_unc("n.id, n.edge, s.gpu_uuid")} AS prev
     FROM need n JOIN gpu_health_samples s
@@ -62,11 +66,12 @@ def refresh_edges(db: Database, now: datetime) -> int:
         sealed = sealed_until(db)
         if sealed is None:
             return 0
-        params = {"sealed": to_naive_utc(sealed), "now": to_naive_utc(now)}
-        count, lo, hi = db.fetchone(f"WITH {_NEED} SELECT count(*), min(a), max(b) FROM need",
-                                    params)
-        if not count:
+        need = db.fetchall(_NEED, {"sealed": to_naive_utc(sealed), "now": to_naive_utc(now)})
+        if not need:
             return 0
         # Edges of resolved predictions are never read again; retention deletes them.
-        db.execute(_INSERT, params | {"lo": lo, "hi": hi})
-        return int(count)
+        columns = list(zip(*need, strict=True))
+        db.execute(_INSERT, dict(zip(("ids", "edges", "sources", "nodes", "idx", "as", "bs"),
+                                     map(list, columns), strict=True))
+                   | {"lo": min(columns[5]), "hi": max(columns[6])})
+        return len(need)
