@@ -35,7 +35,6 @@ from evaluator.backtest.report import build_report, render_text
 from evaluator.backtest.rulesets import variants
 from evaluator.main import main as evaluator_main
 from evaluator.store.backtest import open_backtest, start_run
-from evaluator.store.backtest_import import summarise_history
 from tests.shared import REPO, SHARED
 
 V1 = REPO / "rules" / "v1-ecc-growth.yaml"
@@ -128,7 +127,6 @@ def run_synthetic(db_dir: Path, cards: int, days: int) -> float:
     db = open_backtest(db_dir / "synthetic.duckdb", live=(), importing=True)
     start_run(db, now=datetime.now(UTC), kind="synthetic", source=None, options={})
     rows = write_histories(db, histories, step=STEP, keepalive=KEEPALIVE)
-    summarise_history(db)
     imported = time.perf_counter()
     print(f"synthetic fleet {cards} cards x {days} days {profiles}: {rows:,} rows written in "
           f"{imported - started:.1f} s")

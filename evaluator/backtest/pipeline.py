@@ -37,7 +37,7 @@ from evaluator.store.backtest import (
     open_backtest,
     start_run,
 )
-from evaluator.store.backtest_import import sample_span, summarise_history
+from evaluator.store.backtest_import import sample_span
 from evaluator.store.db import Database
 from evaluator.store.rule_versions import register_ruleset
 from gpu_health.clock import Clock, system_clock
@@ -163,13 +163,10 @@ def _import(db: Database, options: BacktestOptions, found: list[Variant],
             events: EventFile | None) -> Imported:
     source = options.source
     if isinstance(source, EventsSource) and events is not None:
-        result = import_events(db, source, events, found, options)
-        summarise_history(db)
-        return result
+        return import_events(db, source, events, found, options)
     if isinstance(source, PrometheusSource):
         with _bar(0, "prometheus", options.progress) as bar:
             stats = asyncio.run(import_prometheus(db, source, options.keepalive, _progress(bar)))
-        summarise_history(db)
         return Imported(prometheus_info(source, stats, db, options.keepalive),
                         source.since, source.until)
     period = imported_period(db)

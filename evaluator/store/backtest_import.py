@@ -10,23 +10,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from evaluator.store import rollups
 from evaluator.store.db import Database
-from evaluator.store.rollups import seal
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 
 _US: Final = timedelta(microseconds=1)
-
-
-def summarise_history(db: Database) -> int:
-    """Seal every day holding a sample of the imported history (the replay's statistics, fault
-    evidence and prediction windows then read daily rollups, :mod:`evaluator.store.rollups`).
-    Returns the days summarised."""
-    row = db.fetchone("SELECT max(sampled_at) FROM gpu_health_samples")
-    if row[0] is None:
-        return 0
-    return seal(db, from_naive_utc(row[0]) + rollups.DAY + rollups.GRACE)
 
 
 def stage_segments(db: Database, rows: Sequence[tuple[Any, ...]]) -> None:

@@ -69,15 +69,15 @@ AGGREGATE: Final = ",\n       ".join((
 CORR_HOURS: Final = "list_value({}) AS corr_hours".format(", ".join(
     f"count(ecc_corrected_total) FILTER (WHERE hour(sampled_at) = {h})" for h in range(24)))
 
-# Raw rows of one source in [$lo, $hi) summarised per series and day (the sealing statement's
-# body); {cards}: an optional semi-join restricting the series.
+# Raw rows in [$lo, $hi) summarised per series and day (the sealing statement's body); {cards}:
+# an optional semi-join restricting the series, {part}: an optional extra condition.
 DAY_SEGMENTS: Final = f"""
 SELECT {SERIES}, day, {AGGREGATE}, {CORR_HOURS}
 FROM (
     SELECT *, date_trunc('day', sampled_at) AS day,
            {prev_unc(SERIES + ", date_trunc('day', sampled_at)")} AS prev
     FROM gpu_health_samples s{{cards}}
-    WHERE sampled_at >= $lo AND sampled_at < $hi
+    WHERE sampled_at >= $lo AND sampled_at < $hi{{part}}
 )
 GROUP BY {SERIES}, day"""
 

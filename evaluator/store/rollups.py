@@ -81,11 +81,17 @@ def covered(db: Database, until: datetime) -> datetime:
     return min(watermark(db), day_floor(until + timedelta(microseconds=1)))
 
 
-def _summarise(db: Database, lo: datetime, hi: datetime) -> None:
-    """Replace the rollups of every series for the days in [lo, hi) (one statement each)."""
+def _summarise(db: Database, lo: datetime, hi: datetime, parts: int = 1) -> None:
+    """Replace the rollups of every series for the days in [lo, hi): one statement, or ``parts``
+    statements over disjoint sets of nodes (a day of a very large fleet, bounded memory)."""
     params = {"lo": to_naive_utc(lo), "hi": to_naive_utc(hi)}
     db.execute(f"DELETE FROM {DAYS} WHERE day >= $lo AND day < $hi", params)
-    db.execute(f"INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards='')}", params)
+    if parts <= 1:
+        db.execute(f"INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards='', part='')}", params)
+        return
+    for part in range(parts):
+        db.execute(f"INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards='', part=_PART)}",
+                   params | {"parts": parts, "part": part})
 
 
 def seal(db: Database, now: datetime) -> int:
@@ -104,11 +110,11 @@ def _seal(db: Database, now: datetime) -> int:
         row = db.fetchone("SELECT min(sampled_at) FROM gpu_health_samples")
         start = target if row[0] is None else min(day_floor(from_naive_utc(row[0])), target)
     days = 0
-    step = _chunk_days(db, start, target)
+    step, parts = _chunks(db, start, target)
     while start < target:
         end = min(start + step * DAY, target)
         with db.transaction():
-            _summarise(db, start, end)
+            _summarise(db, start, end, parts)
             _set_watermark(db, end)
         days += (end - start) // DAY
         start = end
@@ -119,13 +125,14 @@ def _seal(db: Database, now: datetime) -> int:
     return days
 
 
-def _chunk_days(db: Database, start: datetime, end: datetime) -> int:
-    """Days per sealing statement: about CHUNK_ROWS raw rows each (one day at a time for a
-    large fleet, bounding memory; many at once for a small or sparse history)."""
+def _chunks(db: Database, start: datetime, end: datetime) -> tuple[int, int]:
+    """(days per transaction, statements per day) for about CHUNK_ROWS raw rows per statement:
+    many days at once for a small or sparse history, one day split by node for a fleet whose
+    day holds more (100,000 cards: ~29 M rows a day), so memory stays bounded."""
     row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE sampled_at >= ? "
                       "AND sampled_at < ?", [to_naive_utc(start), to_naive_utc(end)])
     per_day = max(1, int(row[0]) // max(1, (end - start) // DAY))
-    return max(1, min(366, CHUNK_ROWS // per_day))
+    return max(1, min(366, CHUNK_ROWS // per_day)), -(-per_day // CHUNK_ROWS)
 
 
 def _set_watermark(db: Database, at: datetime) -> None:
@@ -134,6 +141,7 @@ def _set_watermark(db: Database, at: datetime) -> None:
     db.memo[SEALED_MEMO] = at  # a rollback clears the memo: the next read asks the table
 
 
+_PART: Final = " AND hash(s.node_id) % $parts = $part"
 _RESUMMARISE: Final = """
 WITH touched AS (
     SELECT DISTINCT unnest($t_source::VARCHAR[]) AS source, unnest($t_node::VARCHAR[]) AS node_id,
@@ -170,7 +178,7 @@ def after_insert(db: Database, rows: Iterable[tuple[str, str, int, datetime]]) -
               AND t.day = d.day)""", keys)
     semi = (" SEMI JOIN touched t ON t.source = s.source AND t.node_id = s.node_id"
             " AND t.gpu_index = s.gpu_index AND t.day = date_trunc('day', s.sampled_at)")
-    db.execute(f"{_RESUMMARISE} INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards=semi)}",
+    db.execute(f"{_RESUMMARISE} INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards=semi, part='')}",
                keys | span)
     db.execute(f"""{_RESUMMARISE}
         DELETE FROM {EDGES} WHERE prediction_id IN (

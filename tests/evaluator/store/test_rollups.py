@@ -170,3 +170,16 @@ def test_the_migration_converts_a_file_written_before_it(tmp_path: Path) -> None
     assert rollups.seal(db, NOW) == DAYS
     assert _answers(db, NOW) == reference
     db.close()
+
+
+def test_sealing_in_parts_gives_the_same_rollups(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet whose day exceeds CHUNK_ROWS is sealed one day per transaction, split by node;
+    a small one many days per statement: the same rows either way."""
+    raw, sealed, _ = _stores(tmp_path, 7)  # sealed many days per statement
+    monkeypatch.setattr(rollups, "CHUNK_ROWS", 40)
+    assert rollups.seal(raw, NOW) == DAYS  # one day at a time, several statements per day
+    assert raw.statements > sealed.statements
+    query = ("SELECT * FROM gpu_health_sample_days "
+             "ORDER BY source, node_id, gpu_index, day, gpu_uuid")
+    assert raw.fetchall(query) == sealed.fetchall(query)
