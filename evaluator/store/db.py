@@ -105,7 +105,11 @@ class Database:
             raise
         finally:
             self._local.depth = 0
-        self.execute("COMMIT")
+        try:
+            self.execute("COMMIT")
+        except StoreError:
+            self.memo.clear()  # a failed commit undid the transaction, notes included
+            raise
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking store call on the database thread pool, from async code."""

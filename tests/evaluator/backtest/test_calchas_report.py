@@ -1,11 +1,12 @@
 """The backtest report on the public Calchas data is the one the code gave before issue 14.
 
-``data/calchas-v2-ecc-xid.report.json`` was written by the release before the daily rollups
-(``gpu-health-evaluator backtest --events <calchas> --preset calchas --no-baselines``, the
-default rule set v2-ecc-xid), then stripped of what changes from run to run: the time it was
-made, the file it went to, the replay's duration, the rule file's path, and the events path. The
-storage layout changed under it (no ART index, sealed daily rollups, window edges); every count,
-precision, recall, lift and fault list must still be the same.
+``tests/fixtures/backtest-report-calchas-v2-ecc-xid-before-rollups.json`` was written by the
+release before the daily rollups (``gpu-health-evaluator backtest --events <calchas> --preset
+calchas --no-baselines``, the default rule set v2-ecc-xid), then stripped of what changes from
+run to run: the time it was made, the file it went to, the replay's duration, the rule file's
+path, and the events path. The storage layout changed under it (no ART index, sealed daily
+rollups, window edges); every count, precision, recall, lift and fault list must still be the
+same.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 from evaluator.main import main
 from tests.shared import require_shared
 
-STORED = Path(__file__).parent / "data" / "calchas-v2-ecc-xid.report.json"
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+
+STORED = FIXTURES / "backtest-report-calchas-v2-ecc-xid-before-rollups.json"
 VOLATILE = ("generated_at", "database", "seconds", "origin")
 
 

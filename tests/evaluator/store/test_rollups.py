@@ -183,3 +183,14 @@ def test_sealing_in_parts_gives_the_same_rollups(tmp_path: Path,
     query = ("SELECT * FROM gpu_health_sample_days "
              "ORDER BY source, node_id, gpu_index, day, gpu_uuid")
     assert raw.fetchall(query) == sealed.fetchall(query)
+
+
+def test_a_rolled_back_seal_leaves_no_watermark_behind(tmp_path: Path) -> None:
+    db = Database(tmp_path / "r.duckdb")
+    insert_samples(db, [Sample(CardKey("n", 0), "GPU-a", at(1), Counters(0, 0))])
+    with pytest.raises(RuntimeError), db.transaction():
+        assert rollups.seal(db, NOW) == DAYS - 1  # joins the outer transaction
+        raise RuntimeError("undo")
+    assert rollups.sealed_until(db) is None  # the process's note went with the rollback
+    assert db.fetchone("SELECT count(*) FROM gpu_health_sample_days")[0] == 0
+    assert rollups.seal(db, NOW) == DAYS - 1
