@@ -28,7 +28,7 @@ from evaluator.rules.faults import fault_xids_from_json
 from evaluator.rules.outcome import WindowObservation
 from evaluator.store.db import Database
 from evaluator.store.rollup_sql import AGGREGATE, DAYS, EDGES, FIELDS, FIRST_INCREASE, prev_unc
-from evaluator.store.rollups import watermark
+from evaluator.store.rollups import EPOCH, watermark
 from evaluator.store.window_edges import refresh_edges
 from evaluator.store.xid_samples import TABLE as XID_TABLE
 from evaluator.store.xid_samples import XID_EVENT, XID_EVENT_BEFORE, XID_PREV
@@ -96,7 +96,8 @@ xhits AS (
     WHERE false
 )"""
 
-_SEGS: Final = f"""
+# Sealed history: the head/tail edges and the sealed days between them.
+_SEALED_SEGS: Final = f"""
     SELECT p.id, l.gpu_uuid, {", ".join("l." + f for f in FIELDS)}
     FROM pend p JOIN {EDGES} l ON l.prediction_id = p.id
     WHERE l.segment AND ((l.edge = 'head' AND p.use_lead) OR (l.edge = 'tail' AND p.use_trail))
@@ -106,7 +107,10 @@ _SEGS: Final = f"""
       ON d.source = p.source AND d.node_id = p.node_id AND d.gpu_index = p.gpu_index
      AND d.day >= p.lead_end AND d.day < p.days_end
     WHERE p.use_lead AND d.day >= $dmin
-    UNION ALL
+    UNION ALL"""
+
+# The raw rows after them (all of the window when nothing is sealed).
+_RAW_SEGS: Final = f"""
     SELECT id, gpu_uuid, {AGGREGATE} FROM (
         SELECT p.id, s.*, {prev_unc("p.id, s.gpu_uuid")} AS prev
         FROM pend p JOIN gpu_health_samples s
@@ -117,7 +121,7 @@ _SEGS: Final = f"""
 
 _OBSERVE: Final = f"""
 WITH pend AS ({_PEND}),
-segs AS ({_SEGS}),
+segs AS ({{sealed}}{_RAW_SEGS}),
 tagged AS (
     SELECT s.*, s.gpu_uuid IS NOT DISTINCT FROM p.gpu_uuid AS same
     FROM segs s JOIN pend p USING (id)
@@ -181,12 +185,17 @@ def observe_pending(db: Database, now: datetime) -> list[WindowObservation]:
     params: dict[str, Any] = {"now": naive, "sealed": sealed,
                               # None: every window is read from edges and sealed days
                               "lo": min((r[1] for r in versions if r[1] is not None),
-                                        default=None),
-                              "dmin": min(row[3] for row in versions)}
+                                        default=None)}
     if pairs:
         params["fx_versions"] = [v for v, _ in pairs]
         params["fx_xids"] = [x for _, x in pairs]
-    sql = _OBSERVE.format(xid_hits=_XID_HITS if pairs else _NO_XID_HITS)
+    # Nothing sealed (a backtest file, a new store): no edge or sealed day can match, and the
+    # smaller statement plans faster (paid on every tick of a replay).
+    any_sealed = sealed > to_naive_utc(EPOCH)
+    if any_sealed:
+        params["dmin"] = min(row[3] for row in versions)
+    sql = _OBSERVE.format(xid_hits=_XID_HITS if pairs else _NO_XID_HITS,
+                          sealed=_SEALED_SEGS if any_sealed else "")
     return [_row(r) for r in db.fetchall(sql, params)]
 
 
