@@ -155,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{built['edges_s']:.1f} s", flush=True)
             path.unlink()
     ok = report(results, sets)
+    if args.quick:  # sub-second timings of tiny fleets: the targets are for the full run
+        print("quick run: numbers only, the targets apply to the full run")
+        return 0
     print("targets met" if ok else "TARGETS MISSED")
     return 0 if ok else 1
 
