@@ -2,10 +2,10 @@
 
 Set-based, one statement per question: in which time buckets a card could fire a known signal
 (:mod:`evaluator.backtest.activity` derives the bucket counts and argues why), the
-uncorrectable increase points (the ones the statistics read,
-:data:`ECC_INCREASES`), a version's predictions already in the file, and
-the report's per-version counts and base rates. Nothing here runs against a live store:
-:mod:`evaluator.store.backtest` only hands out backtest files.
+uncorrectable increase points (:data:`ECC_INCREASES`, over the raw rows of a backtest file: the
+points the statistics find from segments, :mod:`evaluator.store.rollup_sql`), a version's
+predictions already in the file, and the report's per-version counts and base rates. Nothing
+here runs against a live store: :mod:`evaluator.store.backtest` only hands out backtest files.
 """
 
 from __future__ import annotations
