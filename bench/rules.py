@@ -3,17 +3,18 @@
 Generates 4,096 cards x 37 days of 5-minute samples (about 43.6 M rows, the keep-alive upper
 bound of 288 rows per card per day) INSIDE DuckDB with ``INSERT ... SELECT FROM range(...)``,
 one day per statement in time order (as ingest appends them), into a store opened through
-``Database`` (so the schema's indexes exist). Profiles: most cards flat, some growing linearly,
-some degrading quadratically (about half of those later show uncorrectable errors), one-off
-bursts, Kunlunxin-like cards with only an uncorrectable count, and card swaps. A few hundred
-pending predictions (7- and 30-day windows, some matured) are planted before the timed tick.
-XID rows (``gpu_health_xid_samples``, change-only as ingest writes them): the five memory XIDs at
-0 from the start on every NVIDIA-like card, memory XIDs on the failing degrading cards and on
-some otherwise healthy cards (followed by an exporter restart), and daily XID 13 noise on a
-tenth of the cards. The rule set is the default (v2-ecc-xid), so backfill and recall both scan
-the XID events.
+``Database`` (the live schema), then sealed into daily rollups as the live worker keeps them.
+Profiles: most cards flat, some growing linearly, some degrading quadratically (about half of
+those later show uncorrectable errors), one-off bursts, Kunlunxin-like cards with only an
+uncorrectable count, and card swaps. A few hundred pending predictions (7- and 30-day windows,
+some matured) are planted before the timed tick. XID rows (``gpu_health_xid_samples``, change-
+only as ingest writes them): the five memory XIDs at 0 from the start on every NVIDIA-like card,
+memory XIDs on the failing degrading cards and on some otherwise healthy cards (followed by an
+exporter restart), and daily XID 13 noise on a tenth of the cards. The rule set is the default
+(v2-ecc-xid), so backfill and recall both scan the XID events.
 
-Targets (issue 4): tick < 10 s, prediction-stats < 2 s. Generation and index build are not timed.
+Targets (issue 4): tick < 10 s, prediction-stats < 2 s. Generation and the one-off summary are not
+timed (printed).
 
     python -m bench.rules            # full run (~43 M rows; needs a few GB of disk and RAM)
     python -m bench.rules --quick    # 256 cards x 10 days, seconds
