@@ -237,7 +237,7 @@ class PredictionState:
 
     A refresh is skipped until ``DB_SHARE`` x the last snapshot's duration has passed since it
     started, so the snapshot never takes more than a tenth of a database thread however large
-    the store grows (43.6 M rows: about 3 s, refreshed every 60 s; see bench/dashboard_snapshot).
+    the store grows (43.6 M rows: 0.3 s, refreshed every 60 s; see bench/dashboard_snapshot).
     """
 
     def __init__(self, db: Database, clock: Clock, *, ruleset: RuleSet | None,

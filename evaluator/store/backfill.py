@@ -28,7 +28,7 @@ from evaluator.rules.faults import fault_xids_from_json
 from evaluator.rules.outcome import WindowObservation
 from evaluator.store.db import Database
 from evaluator.store.rollup_sql import AGGREGATE, DAYS, EDGES, FIELDS, FIRST_INCREASE, prev_unc
-from evaluator.store.rollups import EPOCH, watermark
+from evaluator.store.rollups import EPOCH, sealed_until
 from evaluator.store.window_edges import refresh_edges
 from evaluator.store.xid_samples import TABLE as XID_TABLE
 from evaluator.store.xid_samples import XID_EVENT, XID_EVENT_BEFORE, XID_PREV
@@ -173,7 +173,8 @@ def observe_pending(db: Database, now: datetime) -> list[WindowObservation]:
     the window is over). Rows after ``now`` (future-dated) are never looked at."""
     naive = to_naive_utc(now)
     refresh_edges(db, now)
-    sealed = to_naive_utc(watermark(db))
+    sealed_at = sealed_until(db)
+    sealed = to_naive_utc(sealed_at or EPOCH)
     # One cheap lookup: the oldest raw row any window still needs bounds the sample scan (row
     # groups before it are skipped), and each pending version's frozen fault definition. With
     # nothing pending the big query is not run at all.
@@ -191,11 +192,10 @@ def observe_pending(db: Database, now: datetime) -> list[WindowObservation]:
         params["fx_xids"] = [x for _, x in pairs]
     # Nothing sealed (a backtest file, a new store): no edge or sealed day can match, and the
     # smaller statement plans faster (paid on every tick of a replay).
-    any_sealed = sealed > to_naive_utc(EPOCH)
-    if any_sealed:
+    if sealed_at is not None:
         params["dmin"] = min(row[3] for row in versions)
     sql = _OBSERVE.format(xid_hits=_XID_HITS if pairs else _NO_XID_HITS,
-                          sealed=_SEALED_SEGS if any_sealed else "")
+                          sealed="" if sealed_at is None else _SEALED_SEGS)
     return [_row(r) for r in db.fetchall(sql, params)]
 
 

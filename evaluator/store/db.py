@@ -50,7 +50,7 @@ class Database:
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckdb")
         if not read_only:
             self.migrate()
-            self._warm_memo()
+            self.read_memo()  # now, so the first ingest cycle costs no extra statement
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -123,8 +123,8 @@ class Database:
         except duckdb.Error:
             log.exception("closing %s failed", self.path)
 
-    def _warm_memo(self) -> None:
-        """Read the rollup watermark now, so the first ingest cycle costs no extra statement."""
+    def read_memo(self) -> None:
+        """(Re)read the noted values from their tables: the rollup watermark."""
         row = self.fetchone(f"SELECT max(sealed_until) FROM {STATE}")
         self.memo[SEALED_MEMO] = None if row[0] is None else from_naive_utc(row[0])
 

@@ -81,7 +81,7 @@ def delete_samples_before(db: Database, cutoff: datetime) -> Deleted:
         result = db.fetchall(
             "DELETE FROM gpu_health_samples WHERE sampled_at < ?", [to_naive_utc(cutoff)]
         )
-        rollups.after_delete(db, cutoff)
+        rollups.after_retention(db, cutoff)
         xids = delete_xid_samples_before(db, cutoff)
     return Deleted(int(result[0][0]) if result else 0, xids)
 
@@ -122,7 +122,7 @@ def purge_simulated(db: Database) -> int:
         )
         db.execute(f"DELETE FROM {XID_TABLE} WHERE source = ?", [SOURCE_SIMULATED])
         db.execute("DELETE FROM gpu_health_predictions WHERE source = ?", [SOURCE_SIMULATED])
-        rollups.after_delete(db, None, SOURCE_SIMULATED)
+        rollups.after_purge(db, SOURCE_SIMULATED)
     return int(samples[0][0]) if samples else 0
 
 

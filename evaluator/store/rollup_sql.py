@@ -52,6 +52,9 @@ def prev_unc(partition: str) -> str:
             f"{_UNC} IS NULL ORDER BY sampled_at) END")
 
 
+# prev_unc over the raw rows of one series and UTC day (sealed days and raw remainders).
+_DAY_PREV: Final = prev_unc(SERIES + ", date_trunc('day', sampled_at)")
+
 # The segment aggregate over rows exposing the samples' columns and ``prev`` (prev_unc).
 AGGREGATE: Final = ",\n       ".join((
     "count(*) AS n_rows", "min(sampled_at) AS first_at", "max(sampled_at) AS last_at",
@@ -75,7 +78,7 @@ DAY_SEGMENTS: Final = f"""
 SELECT {SERIES}, day, {AGGREGATE}, {CORR_HOURS}
 FROM (
     SELECT *, date_trunc('day', sampled_at) AS day,
-           {prev_unc(SERIES + ", date_trunc('day', sampled_at)")} AS prev
+           {_DAY_PREV} AS prev
     FROM gpu_health_samples s{{cards}}
     WHERE sampled_at >= $lo AND sampled_at < $hi{{part}}
 )
@@ -90,7 +93,7 @@ PERIOD_SEGMENTS: Final = f"""
     WHERE source = $source AND day >= $dlo AND day < $dhi{{nodes}}
     UNION ALL
     SELECT {SERIES}, {AGGREGATE} FROM (
-        SELECT g.*, {prev_unc(SERIES + ", date_trunc('day', sampled_at)")} AS prev
+        SELECT g.*, {_DAY_PREV} AS prev
         FROM gpu_health_samples g{{cards}}
         WHERE source = $source AND sampled_at >= $since AND sampled_at <= $until
           AND NOT (sampled_at >= $dlo AND sampled_at < $dhi){{nodes}})

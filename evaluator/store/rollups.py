@@ -12,10 +12,10 @@ so every per-card question became a scan of time. Now:
   Days at and after the watermark are read from the raw rows, which lie together at the end of
   the table (a day or so, skipped to by DuckDB's zone maps);
 - :func:`seal` moves the watermark to the start of the current day (10 minutes after midnight,
-  so the last rows of the day are in), summarising one day per statement;
+  so the last rows of the day are in), about a million raw rows per statement;
 - rows written later into a sealed day (a skewed clock, an import) re-summarise their cards' days
   in the same transaction (:func:`after_insert`); retention and the simulated purge keep the
-  invariant too (:func:`after_delete`);
+  invariant too (:func:`after_retention`, :func:`after_purge`);
 - ``gpu_health_window_edges`` holds, per pending prediction, the segments of its window's partial
   first and last days (t0 to midnight, midnight to the window's end), each computed once its day
   is sealed (:mod:`evaluator.store.window_edges`): with the sealed days between and the raw rows
@@ -63,9 +63,8 @@ def day_floor(at: datetime) -> datetime:
 def sealed_until(db: Database) -> datetime | None:
     """The watermark (aware UTC): every day before it is summarised. None: nothing sealed yet.
     Read once per process (``db.memo``), then kept in step by :func:`seal`."""
-    if SEALED_MEMO not in db.memo:
-        row = db.fetchone(f"SELECT max(sealed_until) FROM {STATE}")
-        db.memo[SEALED_MEMO] = None if row is None or row[0] is None else from_naive_utc(row[0])
+    if SEALED_MEMO not in db.memo:  # cleared by a rollback
+        db.read_memo()
     value: datetime | None = db.memo[SEALED_MEMO]
     return value
 
@@ -188,19 +187,12 @@ def after_insert(db: Database, rows: Iterable[tuple[str, str, int, datetime]]) -
     return len(touched)
 
 
-def after_delete(db: Database, cutoff: datetime | None, source: str | None = None) -> None:
-    """Keep the invariant after deleting raw rows: before ``cutoff`` (retention; the cutoff's
-    own day is re-summarised when sealed), or every row of ``source`` (the simulated purge).
-    Call inside the deleting transaction."""
-    if source is not None:
-        db.execute(f"DELETE FROM {DAYS} WHERE source = ?", [source])
-        db.execute(f"DELETE FROM {EDGES} WHERE prediction_id NOT IN "
-                   "(SELECT id FROM gpu_health_predictions)")
-        return
-    assert cutoff is not None
+def after_retention(db: Database, cutoff: datetime) -> None:
+    """Keep the invariant after retention deleted the raw rows before ``cutoff``: the rollups of
+    the days gone, the edges of windows starting on a deleted or cut day (and of resolved
+    predictions), and the cut day summarised again when sealed. Call inside that transaction."""
     first = day_floor(cutoff)
     db.execute(f"DELETE FROM {DAYS} WHERE day < ?", [to_naive_utc(first)])
-    # the edges of windows starting on a deleted or cut day, and of resolved predictions
     db.execute(f"DELETE FROM {EDGES} WHERE prediction_id NOT IN (SELECT id FROM "
                "gpu_health_predictions WHERE status = 'pending' AND t0 >= ?)",
                [to_naive_utc(first + DAY)])
@@ -209,14 +201,23 @@ def after_delete(db: Database, cutoff: datetime | None, source: str | None = Non
         _summarise(db, first, first + DAY)
 
 
+def after_purge(db: Database, source: str) -> None:
+    """Keep the invariant after every row and prediction of ``source`` was deleted. Call inside
+    that transaction."""
+    db.execute(f"DELETE FROM {DAYS} WHERE source = ?", [source])
+    db.execute(f"DELETE FROM {EDGES} WHERE prediction_id NOT IN "
+               "(SELECT id FROM gpu_health_predictions)")
+
+
 __all__ = [
     "DAY",
     "EPOCH",
     "FIELD_LIST",
     "SERIES",
     "WRITING",
-    "after_delete",
     "after_insert",
+    "after_purge",
+    "after_retention",
     "covered",
     "day_floor",
     "late",

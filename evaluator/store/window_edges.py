@@ -37,7 +37,8 @@ _NEED: Final = f"""
       AND NOT EXISTS (SELECT 1 FROM {EDGES} e WHERE e.prediction_id = n.id AND e.edge = n.edge)
 """
 
-_MARKER: Final = ", ".join(["0", "NULL", "NULL", *(["0"] * 5), *(["NULL"] * 10)])
+# an empty edge: no rows, so every count is 0 and every time or value unknown
+_MARKER: Final = ", ".join("0" if f.startswith("n_") else "NULL" for f in FIELDS)
 _INSERT: Final = f"""
 INSERT INTO {EDGES} (prediction_id, edge, gpu_uuid, segment, {", ".join(FIELDS)})
 WITH need AS (
