@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Final
 
 from evaluator.backtest.events import PRESETS
-from evaluator.backtest.metricsets import DEFAULT_MAX_POINTS, LIMIT_POINTS, METRIC_SETS
 from evaluator.config.file import DEFAULT_STORAGE
+from evaluator.ingest.prometheus.metricsets import DEFAULT_MAX_POINTS, LIMIT_POINTS, METRIC_SETS
 from evaluator.simulate.profiles import PROFILES
 
 RUN_HELP: Final = ("scrape, store change-only samples, predict, serve /metrics and the API "

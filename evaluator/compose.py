@@ -13,13 +13,17 @@ Loops (each with the host's one catch-all per tick): discovery (every 5 s, once 
 ingest (every scrape interval; /healthz fails when it is stuck), worker (every rule scan
 interval), prediction_state (the /metrics snapshot, every min(60 s, scan interval)) and alerts
 (every min(5 s, alerting.resend_interval)).
+
+With ``ingest.source: prometheus`` there is no discovery and no scraper: the ingest loop is the
+Prometheus source's cycle (every step) feeding the same ingestor, and, on an empty store with
+``history``, a background task imports and replays the past first (the worker waits for it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -28,16 +32,19 @@ from aiohttp import web
 
 from evaluator.alerts.loop import AlertLoop, CardActions
 from evaluator.app import EvaluatorApp
+from evaluator.backtest.bootstrap import HistoryBootstrap
 from evaluator.config.file import Config
 from evaluator.config.rules import action_policy_file, load_action_policy, load_ruleset
 from evaluator.http.api.auth import Principal, TokenSet, load_tokens
 from evaluator.http.api.context import ApiContext
 from evaluator.http.api.routes import add_api_routes
-from evaluator.http.ops import NodeViews, add_node_routes
+from evaluator.http.ops import NodeViews, add_node_routes, source_views
 from evaluator.ingest.cycle import Ingestor
 from evaluator.ingest.dedup import DedupCache
 from evaluator.ingest.discovery import TICK_SECONDS, Discovery
 from evaluator.ingest.pipeline import IngestPipeline
+from evaluator.ingest.prometheus.metrics import SourceMetrics
+from evaluator.ingest.prometheus.source import PrometheusSource
 from evaluator.ingest.retention import Retention
 from evaluator.ingest.scrape import Scraper
 from evaluator.rules.actions import ActionPolicy
@@ -63,11 +70,13 @@ class Service:
     ruleset: RuleSet
     worker: Worker
     tokens: TokenSet | None
-    pipeline: IngestPipeline
-    discovery: Discovery
+    pipeline: IngestPipeline | None  # None with a Prometheus source
+    discovery: Discovery | None
     retention: Retention
     prediction_state: PredictionState
     alerts: AlertLoop | None  # None when alerting.enabled is false
+    source: PrometheusSource | None = None  # ingest.source: prometheus
+    bootstrap: HistoryBootstrap | None = None
 
     @property
     def web_app(self) -> web.Application:
@@ -103,9 +112,23 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         raise
     app.metrics.watch_statements(lambda: db.statements)
     app.add_ready_check("store", lambda: None if app.started else "database not open yet")
-    pipeline, discovery, retention = _ingest(config, app, db, clock)
+    retention = Retention(db, days=config.retention_days, clock=clock, metrics=app.metrics)
+    ingestor = _ingestor(config, app, db, retention)
+    pipeline = discovery = source = bootstrap = None
+    if config.ingest.prometheus is not None:
+        source, bootstrap = _prometheus(config, app, db, clock, ingestor, ruleset)
+        present: Callable[[], Collection[str] | None] = source.present_nodes
+    else:
+        pipeline, discovery = _ingest(config, app, db, clock, ingestor)
+        present = _present(discovery)
+    app.on_stop(retention.close)
     scan = ruleset.params.scan_interval.total_seconds()
-    app.add_loop("worker", worker_interval or scan, lambda: db.run(worker.tick))
+
+    async def work() -> None:
+        if bootstrap is None or not bootstrap.running:  # the history's replay comes first
+            await db.run(worker.tick)
+
+    app.add_loop("worker", worker_interval or scan, work)
     add_api_routes(app.web_app, ApiContext(
         db=lambda: db if app.started else None, clock=clock,
         current_rule_version=ruleset.version, tokens=tokens, listen_host=config.listen_host,
@@ -114,7 +137,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
                             registry=app.node_registry, policy=policy)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
-    alerts = _alert_loop(config, app, db, clock, discovery,
+    alerts = _alert_loop(config, app, db, clock, present,
                          None if policy is None else state.card_actions)
     app.on_stop(lambda: asyncio.to_thread(db.close))  # registered first: runs last
     if alerts is not None:
@@ -122,23 +145,66 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     log.info("rule set %s (%s) active; predictions every %s", ruleset.version, ruleset.origin,
              timedelta(seconds=worker_interval or scan))
     return Service(app, db, ruleset, worker, tokens, pipeline, discovery, retention, state,
-                   alerts)
+                   alerts, source, bootstrap)
 
 
-def _ingest(config: Config, app: EvaluatorApp, db: Database,
-            clock: Clock) -> tuple[IngestPipeline, Discovery, Retention]:
-    """Discovery -> scrape -> write rule + dedup -> store, and retention behind it."""
+def _ingestor(config: Config, app: EvaluatorApp, db: Database,
+              retention: Retention) -> Ingestor:
+    """Write rule + dedup -> store, whichever source the readings come from."""
+    cache = DedupCache(config.dedup.max_entries, timedelta(seconds=config.dedup.idle_seconds))
+    return Ingestor(db, cache, keepalive=timedelta(seconds=config.keepalive_seconds),
+                    source=config.ingest_source, metrics=app.metrics,
+                    on_written=retention.note_written)
+
+
+def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
+                ingestor: Ingestor, ruleset: RuleSet
+                ) -> tuple[PrometheusSource, HistoryBootstrap]:
+    """Prometheus source -> the same ingestor; the first-start history before it."""
+    c = config.ingest.prometheus
+    assert c is not None
+    step = c.step or config.scrape.interval
+    source = PrometheusSource(c, step=timedelta(seconds=step), db=db, ingestor=ingestor,
+                              clock=clock, metrics=SourceMetrics(app.registry),
+                              forget_after=timedelta(seconds=config.dedup.idle_seconds))
+    bootstrap = HistoryBootstrap(db, c, source, ruleset=ruleset, clock=clock,
+                                 keepalive=timedelta(seconds=config.keepalive_seconds))
+    app.on_start(source.__aenter__)  # type: ignore[arg-type]
+    app.on_start(bootstrap.prepare)
+    app.on_stop(source.close)
+    app.add_background("history", bootstrap.run)
+    app.add_ready_check("source", source.not_ready)
+    app.add_loop("ingest", step, source.run_cycle,
+                 stuck_after=max(3 * step + c.timeout * 4, 300.0))
+    add_node_routes(app.web_app, app, source_views(
+        source, lambda principal: db.run(visible_nodes, db, principal.tenant_list or [])))
+
+    async def ready() -> None:
+        log.info("evaluator ready: storage %s, reading %s metrics from %s every %gs, listening "
+                 "on %s", config.storage_path, c.metrics, c.url, step, config.listen_address)
+
+    app.on_start(ready, after_ticks=True)
+    return source, bootstrap
+
+
+def _present(discovery: Discovery) -> Callable[[], Collection[str] | None]:
+    def present_nodes() -> Collection[str] | None:
+        if not discovery.ready:
+            return None
+        return {t.node_id for t in discovery.targets}
+
+    return present_nodes
+
+
+def _ingest(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
+            ingestor: Ingestor) -> tuple[IngestPipeline, Discovery]:
+    """Discovery -> scrape -> the ingestor."""
     metrics: SelfMetrics = app.metrics
     discovery = Discovery(config, metrics=metrics)
-    retention = Retention(db, days=config.retention_days, clock=clock, metrics=metrics)
     scrape = config.scrape
     scraper = Scraper(timeout=scrape.timeout, max_concurrency=scrape.max_concurrency,
                       max_response_bytes=scrape.max_response_bytes, clock=clock,
                       sample_limit=scrape.sample_limit, max_cards=scrape.max_cards_per_target)
-    cache = DedupCache(config.dedup.max_entries, timedelta(seconds=config.dedup.idle_seconds))
-    ingestor = Ingestor(db, cache, keepalive=timedelta(seconds=config.keepalive_seconds),
-                        source=config.ingest_source, metrics=metrics,
-                        on_written=retention.note_written)
     pipeline = IngestPipeline(targets=lambda: discovery.targets, scraper=scraper,
                               ingestor=ingestor, clock=clock, metrics=metrics)
 
@@ -147,7 +213,6 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database,
         await discovery.start()
 
     async def close_clients() -> None:
-        await retention.close()
         await scraper.close()
         await discovery.close()
 
@@ -163,7 +228,7 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database,
                  stuck_after=max(3 * scrape.interval + scrape.timeout, 300.0))
     add_node_routes(app.web_app, app, _node_views(db, discovery, pipeline))
     app.on_start(lambda: _log_ready(config, discovery), after_ticks=True)
-    return pipeline, discovery, retention
+    return pipeline, discovery
 
 
 def _action_policy(config: Config) -> ActionPolicy | None:
@@ -199,7 +264,8 @@ async def _log_ready(config: Config, discovery: Discovery) -> None:
 
 
 def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
-                discovery: Discovery, actions: CardActions | None) -> AlertLoop | None:
+                present_nodes: Callable[[], Collection[str] | None],
+                actions: CardActions | None) -> AlertLoop | None:
     if not config.alerting.enabled:
         log.warning("alerting.enabled is false: no GPU_FAULT_PREDICTED alert is opened or "
                     "pushed (remove the key or set it to true to alert)")
@@ -207,11 +273,6 @@ def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     if urlsplit(config.external_url).hostname in ("0.0.0.0", "::", ""):
         log.warning("alert links will point at %s, which nobody can open: set web.external_url "
                     "to the address operators use", config.external_url)
-
-    def present_nodes() -> Collection[str] | None:
-        if not discovery.ready:
-            return None
-        return {t.node_id for t in discovery.targets}
 
     loop = AlertLoop(db, config.alerting, external_url=config.external_url, clock=clock,
                      registry=app.registry, present_nodes=present_nodes,

@@ -1,7 +1,8 @@
 """Outbound HTTP: the one module that creates aiohttp client sessions.
 
 Every client of the evaluator gets its session from :func:`client_session`: the scraper
-(exporters), http_sd discovery, the Alertmanager pusher and the backtest's Prometheus reader.
+(exporters), http_sd discovery, the Alertmanager pusher, the Prometheus source (live and
+first-start history) and the backtest's Prometheus reader.
 So the User-Agent, timeouts, auth headers and TLS options are chosen in one place, and a new
 client cannot forget one of them.
 
@@ -13,6 +14,7 @@ of holding a slot for the whole request budget.
 
 from __future__ import annotations
 
+import base64
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ class ClientOptions:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     headers: Mapping[str, str] = field(default_factory=dict)
     bearer_token: str | None = None  # sent as ``Authorization: Bearer ...``; never logged
+    basic_auth: tuple[str, str] | None = None  # (user, password): HTTP basic; never logged
     ca_file: Path | None = None  # verify servers against this CA bundle instead of the system's
     insecure_skip_verify: bool = False
 
@@ -46,6 +49,9 @@ def session_headers(options: ClientOptions) -> dict[str, str]:
     headers = {"User-Agent": USER_AGENT, **options.headers}
     if options.bearer_token is not None:
         headers["Authorization"] = f"Bearer {options.bearer_token}"
+    elif options.basic_auth is not None:
+        pair = ":".join(options.basic_auth).encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
     return headers
 
 

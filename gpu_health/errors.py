@@ -105,3 +105,11 @@ class ListenError(GpuHealthError):
     """A server cannot listen on its configured address (taken, not ours, not resolvable)."""
 
     reason = "listen"
+
+
+class SourceError(GpuHealthError):
+    """A history source (a Prometheus-compatible server) failed or answered something unusable.
+    ``reason`` names the failure (``unreachable``, ``http_error``, ``bad_response``, ``timeout``,
+    ``too_large``, ``too_many_series``)."""
+
+    reason = "source"

@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from evaluator.backtest.events import PRESETS, EventColumns, parse_time
-from evaluator.backtest.metricsets import LIMIT_POINTS, METRIC_SETS
 from evaluator.config.file import DEFAULT_STORAGE, Config, load_config
 from evaluator.config.values import Checker, url_problem
+from evaluator.ingest.prometheus.metricsets import LIMIT_POINTS, METRIC_SETS
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
 

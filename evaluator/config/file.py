@@ -21,6 +21,7 @@ import yaml
 
 from evaluator.config.alerting import AlertingConfig, parse_alerting, parse_external_url
 from evaluator.config.rules import DEFAULT_VERSION, RULES_DIR
+from evaluator.config.source import IngestConfig, parse_ingest
 from evaluator.config.targets import TargetGroup, parse_groups
 from evaluator.config.values import Checker
 from gpu_health.contract import SOURCE_REAL
@@ -37,14 +38,8 @@ RETENTION_ENV: Final = "GPU_HEALTH_RETENTION_DAYS"
 _VERSION_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _TOP_KEYS: Final = (
     "scrape", "static_configs", "file_sd_configs", "http_sd_configs", "storage", "web", "dedup",
-    "keepalive_seconds", "alerting", "rules", "api",
+    "keepalive_seconds", "alerting", "rules", "api", "ingest",
 )
-
-
-# The rule sets shipped with the project (a source checkout or an editable install). A packaged
-# deployment (the Docker image) copies rules/ elsewhere and sets rules.dir in its config file.
-
-
 DEFAULT_SAMPLE_LIMIT: Final = 5000
 DEFAULT_MAX_CARDS: Final = 64
 
@@ -109,6 +104,7 @@ class Config:
     # Source label of scraped rows. Not a config-file key: only the demo sets 'simulated', when
     # it scrapes an exporter driven by the fake vendor tools (fake readings are not real data).
     ingest_source: str = SOURCE_REAL
+    ingest: IngestConfig = field(default_factory=IngestConfig)  # scrape, or a Prometheus source
 
     @property
     def listen_address(self) -> str:
@@ -216,6 +212,7 @@ def parse_config(
         api_tokens_file=tokens,
         retention_days=retention_days,
         source=source,
+        ingest=parse_ingest(c, raw, base),
     )
     c.raise_if_any()
     return config

@@ -60,15 +60,23 @@ class Checker:
             self.problem(f"{prefix}unknown key {key!r}{hint}")
 
     def section(
-        self, raw: Mapping[str, Any], key: str, allowed: Sequence[str]
+        self, raw: Mapping[str, Any], key: str, allowed: Sequence[str], where: str | None = None
     ) -> Mapping[str, Any]:
         value = raw.get(key)
+        where = where or key
         if value is None:
             return {}
         if not isinstance(value, Mapping):
-            self.problem(f"{key} must be a mapping with keys {', '.join(allowed)}")
+            self.problem(f"{where} must be a mapping with keys {', '.join(allowed)}")
             return {}
-        self.unknown_keys(value, allowed, key)
+        self.unknown_keys(value, allowed, where)
+        return value
+
+    def boolean(self, raw: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
+        value = raw.get(key, default)
+        if not isinstance(value, bool):
+            self.problem(f"{where} must be true or false, got {value!r}")
+            return default
         return value
 
     def string(self, raw: Mapping[str, Any], key: str, where: str, default: str) -> str:

@@ -6,7 +6,9 @@
   ``max(3 x interval + timeout, 5 min)``) has not finished a tick within it;
 - ``/readyz`` (public): 200 when every readiness check passes, else 503 with the reasons;
 - ``/targets`` (nodes:read): the caller's tenants' targets with their last scrape; discovery
-  conflicts and errors only for an all-tenants caller;
+  conflicts and errors only for an all-tenants caller. With a Prometheus source each node seen
+  in the last hour of data is a "target" (``<prometheus URL>#<node>``, ``up`` when it has a
+  reading at the newest step read) and ``source`` describes the source (all-tenants callers);
 - ``/api/v1/gpu-health/metrics`` (nodes:read): ``/metrics`` plus the series with node data of
   the caller's nodes (what Prometheus scrapes with a token when a tokens file is configured).
 
@@ -104,6 +106,7 @@ class NodeViews:
                                 Sequence[str], Mapping[str, str]]]
     visible: Callable[[Principal], Awaitable[frozenset[str]]]  # only for callers with tenants
     target_nodes: Callable[[], Mapping[str, str]]  # target URL -> node id, now
+    source: Callable[[], Mapping[str, Any]] | None = None  # a Prometheus source's state
 
 
 def add_node_routes(app: web.Application, host: OpsHost, views: NodeViews) -> None:
@@ -115,11 +118,14 @@ def add_node_routes(app: web.Application, host: OpsHost, views: NodeViews) -> No
         full = principal.tenants is None
         mine = [t for t in listed if full or (t.tenant is not None
                                               and t.tenant in (principal.tenants or ()))]
-        return web.json_response({
+        body: dict[str, Any] = {
             "targets": [target_row(t, results.get(t.url)) for t in mine],
             "discovery_conflicts": list(conflicts) if full else [],
             "discovery_errors": dict(errors) if full else {},
-        })
+        }
+        if views.source is not None and full:
+            body["source"] = dict(views.source())
+        return web.json_response(body)
 
     async def node_metrics(request: web.Request) -> web.Response:
         principal = request[PRINCIPAL]
@@ -159,3 +165,33 @@ def target_row(target: Target, result: ScrapeResult | None) -> dict[str, Any]:
         error=result.error,
     )
     return row
+
+
+class SourceView(Protocol):
+    """What the targets page reads from a Prometheus source
+    (``evaluator.ingest.prometheus.source``)."""
+
+    def target_view(self) -> tuple[Sequence[Target], Mapping[str, ScrapeResult]]: ...
+
+    def describe(self) -> Mapping[str, Any]: ...
+
+
+def source_views(source: SourceView,
+                 stored: Callable[[Principal], Awaitable[frozenset[str]]]) -> NodeViews:
+    """The targets page and node visibility of a Prometheus source: its nodes are the targets,
+    a caller sees the nodes the store or the source's tenant label files under its tenants."""
+
+    async def visible(principal: Principal) -> frozenset[str]:
+        tenants = principal.tenant_list or []
+        listed, _ = source.target_view()
+        return await stored(principal) | {t.node_id for t in listed if t.tenant in tenants}
+
+    def targets() -> tuple[Sequence[Target], Mapping[str, ScrapeResult], Sequence[str],
+                           Mapping[str, str]]:
+        listed, results = source.target_view()
+        return listed, results, (), {}
+
+    return NodeViews(targets=targets, visible=visible,
+                     target_nodes=lambda: {t.url: t.node_id
+                                           for t in source.target_view()[0]},
+                     source=source.describe)

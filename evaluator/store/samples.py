@@ -8,7 +8,7 @@ on "a cache miss costs at most one SELECT for all missed cards of the cycle", an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from evaluator.model import CardKey, Counters, RemapDetails, Sample
 from evaluator.store import rollups
@@ -112,3 +112,53 @@ def latest_rows(
         sample = _row_to_sample(row)
         result[sample.key] = sample
     return result
+
+
+def newest_sample_at(db: Database, source: str) -> datetime | None:
+    """The time of the newest row of ``source`` (None: the store has none): where a reader of
+    a history source resumes after a restart, and whether a first-start import is due."""
+    row = db.fetchone("SELECT max(sampled_at) FROM gpu_health_samples WHERE source = $source",
+                      {"source": source})
+    value = None if row is None else row[0]
+    return from_naive_utc(value) if isinstance(value, datetime) else None
+
+
+def delete_source_rows(db: Database, source: str) -> int:
+    """Remove every sample row of ``source``: a first-start history import that failed half-way
+    (the store held none before it, and nothing has sealed them yet) is undone before a retry."""
+    row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE source = $source",
+                      {"source": source})
+    db.execute("DELETE FROM gpu_health_samples WHERE source = $source", {"source": source})
+    return int(row[0]) if row else 0
+
+
+def insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: timedelta) -> int:
+    """Insert runs of keep-alive rows in one statement: per run, the row ``first`` and one every
+    ``period`` after it up to ``last`` (same card, UUID and counters; the write rule's closed form
+    for an unchanged reading, :mod:`evaluator.backtest.history`). Returns the count."""
+    if not runs:
+        return 0
+    if rollups.late(db, (last for _, last in runs)):  # a sealed day: the row-by-row path
+        rows = [Sample(s.key, s.gpu_uuid, s.sampled_at + k * period, s.counters, s.remap)
+                for s, last in runs for k in range((last - s.sampled_at) // period + 1)]
+        return insert_samples(db, rows)
+    columns: list[list[object]] = [[] for _ in range(6 + len(COUNTER_KEYS))]
+    for s, last in runs:
+        values = (s.key.node_id, s.key.gpu_index, s.gpu_uuid, s.key.source,
+                  to_naive_utc(s.sampled_at), to_naive_utc(last), *s.counters.as_tuple())
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    casts = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMP", "TIMESTAMP",
+             *["BIGINT"] * len(COUNTER_KEYS))
+    names = ("node_id", "gpu_index", "gpu_uuid", "source", "first_at", "last_at", *COUNTER_KEYS)
+    staged = ", ".join(f"unnest(${i + 1}::{cast}[]) AS {name}"
+                       for i, (cast, name) in enumerate(zip(casts, names, strict=True)))
+    step_us = period // timedelta(microseconds=1)
+    row = db.fetchone(
+        f"""INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
+                {", ".join(COUNTER_KEYS)})
+        SELECT node_id, gpu_index, gpu_uuid, source,
+               unnest(generate_series(first_at, last_at, to_microseconds({int(step_us)}))),
+               {", ".join(COUNTER_KEYS)}
+        FROM (SELECT {staged})""", columns)
+    return int(row[0])

@@ -172,3 +172,36 @@ def test_exporter_daemonset() -> None:
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     annotations = spec["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/port"] == str(port)
+
+
+def test_prometheus_source_compose_example() -> None:
+    """deploy/docker-compose.prometheus.yml: the evaluator reads dcgm-exporter's names from the
+    Prometheus that scrapes it, and the counters file enables every field the set reads."""
+    from evaluator.ingest.prometheus.metricsets import DCGM
+
+    compose = yaml.safe_load((DEPLOY / "docker-compose.prometheus.yml").read_text())
+    assert set(compose["services"]) == {"dcgm-exporter", "prometheus", "evaluator"}
+    prom_mount = next(v for v in compose["services"]["prometheus"]["volumes"]
+                      if v.endswith(":/etc/prometheus/prometheus.yml:ro"))
+    prom = yaml.safe_load((DEPLOY / prom_mount.split(":")[0]).read_text())
+    result = subprocess.run(["/usr/bin/promtool", "check", "config",
+                             str(DEPLOY / prom_mount.split(":")[0])],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [job] = prom["scrape_configs"]
+    mount = next(v for v in compose["services"]["evaluator"]["volumes"]
+                 if v.endswith(":/etc/gpu-health/evaluator.yml:ro"))
+    config = load_config(DEPLOY / mount.split(":")[0], {})
+    source = config.ingest.prometheus
+    assert config.ingest.source == "prometheus" and source is not None
+    assert source.url == "http://prometheus:9090" and source.metrics == "dcgm"
+    assert source.selector == f'job="{job["job_name"]}"'
+    assert source.step == 15 and prom["global"]["scrape_interval"] == "15s"
+    csv_mount = next(v for v in compose["services"]["dcgm-exporter"]["volumes"]
+                     if v.endswith(".csv:ro"))
+    assert compose["services"]["dcgm-exporter"]["command"][-1] == csv_mount.split(":")[1]
+    fields = {line.split(",")[0].strip() for line in
+              (DEPLOY / csv_mount.split(":")[0]).read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    wanted = {name for names in DCGM.counters.values() for name in names}
+    assert wanted | {DCGM.xid_metric} <= fields

@@ -23,8 +23,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from evaluator.backtest.metricsets import DCGM, NVIDIA_SMI, OURS, MetricSet
 from evaluator.backtest.prometheus import PrometheusSource, chunks, import_prometheus
+from evaluator.ingest.prometheus.metricsets import DCGM, NVIDIA_SMI, OURS, MetricSet
 from evaluator.ingest.write_rule import decide
 from evaluator.main import main
 from evaluator.model import CardKey, Counters, Sample

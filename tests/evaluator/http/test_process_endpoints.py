@@ -61,6 +61,7 @@ async def test_endpoints_after_one_cycle(server: StandIn, tmp_path: Path) -> Non
     service = _service(_config(tmp_path, server))
     runner, base = await _serve(service.app)
     try:
+        assert service.pipeline is not None
         report = await service.pipeline.run_cycle()
         assert report.rows_written == 4
         async with aiohttp.ClientSession() as http:
@@ -101,6 +102,7 @@ async def test_not_ready_until_every_discovery_source_answered(server: StandIn,
         async with aiohttp.ClientSession() as http, http.get(base + "/readyz") as r:
             body = await r.json()
         assert r.status == 503 and set(body["not_ready"]) == {"discovery"}
+        assert service.discovery is not None
         assert service.discovery.last_errors  # the failed http_sd is recorded with its reason
     finally:
         await runner.cleanup()

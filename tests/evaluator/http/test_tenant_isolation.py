@@ -71,6 +71,7 @@ def service(tmp_path: Path, server: StandIn, listen: str = "127.0.0.1:0") -> Ser
 
 async def fill(svc: Service) -> None:
     """Samples, a prediction and an open alert per node, and a /metrics snapshot."""
+    assert svc.pipeline is not None
     assert (await svc.pipeline.run_cycle()).rows_written == 2
     for tenant in ("a", "b"):
         add_prediction(svc.db, f"p-{tenant}", f"node-{tenant}", 0, T0,

@@ -48,6 +48,7 @@ async def test_a_flooding_target_fails_alone_and_writes_nothing(server: StandIn,
                             start_loops=False)
     await service.app.open()  # start hooks and the at-start discovery tick; no loops
     try:
+        assert service.pipeline is not None
         report = await service.pipeline.run_cycle()
         results = service.pipeline.last_results
         by_node = {r.target.node_id: r for r in results.values()}

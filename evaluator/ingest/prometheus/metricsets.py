@@ -19,9 +19,25 @@ A sum is unknown when either part is (as the exporter does for retired pages). I
 
 - ``ours``: ``gpu`` and ``uuid`` labels; node = the ``node`` label (the evaluator's target
   label), else the host of ``instance``;
-- ``dcgm``: ``gpu``, ``UUID``; node = ``Hostname`` (dcgm-exporter sets it), else ``instance``;
-- ``nvidia_smi``: its per-GPU series carry only ``uuid``; the index comes from
+- ``dcgm``: ``gpu``, ``UUID``; node = ``Hostname``, or ``hostname`` (dcgm-exporter renamed the
+  label in #655, 2026-05; both are accepted), else ``instance``;
+- ``nvidia_smi``: its per-GPU series carry only ``uuid``, without the ``GPU-`` prefix nvidia-smi
+  and the other exporters print (nvidia_gpu_exporter e656cd81 strips it): the prefix is put back
+  so one card has one UUID whichever exporter saw it. The index comes from
   ``nvidia_smi_gpu_info{uuid, index}`` of the same node; node = the host of ``instance``.
+
+Each label name can be overridden (:meth:`MetricSet.relabelled`) for fleets whose relabelling
+renamed them; a ``tenant`` label, when configured, files the node under that tenant.
+
+XIDs: ``ours`` and ``nvidia_smi`` export a counter per card and XID code (``xid`` label), read
+as counts. dcgm-exporter's ``DCGM_FI_DEV_XID_ERRORS`` is the *last* XID code as a gauge
+(``xid_kind = "last_value"``); :mod:`evaluator.ingest.prometheus.xids` derives events from its
+changes of value.
+
+dcgm-exporter before 3.x printed DCGM's no-data sentinels as values (``DCGM_INT64_BLANK`` =
+0x7ffffffffffffff0 = 9223372036854775792 and its relatives NOT_FOUND, NOT_SUPPORTED ... up to
+9223372036854775807); as float64, which Prometheus stores, every one of them is 2**63. Such a
+value is unknown, never a count, and is counted as ``no_data_sentinel``.
 
 A value is unknown (None, never 0) when it is NaN, infinite, negative, fractional or above the
 BIGINT range; two series of one card and metric with different values at one time make that
@@ -34,17 +50,19 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from evaluator.model import CardKey, Counters
-from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, CounterKey
+from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, XID_METRIC, CounterKey
 
 LIMIT_POINTS: Final = 11_000  # Prometheus: "exceeded maximum resolution of 11,000 points"
 DEFAULT_MAX_POINTS: Final = 10_000  # steps per series per range query
 MAX_COUNTER: Final = 2**63 - 1
 MAX_GPU_INDEX: Final = 2**31 - 1
+# float(0x7ffffffffffffff0): DCGM_INT64_BLANK and every sentinel above it read as 2**63.
+DCGM_INT64_SENTINEL: Final = float(0x7FFFFFFFFFFFFFF0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,21 +74,42 @@ class MetricSet:
     uuid_label: str
     info_metric: str | None = None  # gives the index when series carry none
     info_index_label: str | None = None
+    xid_metric: str | None = None
+    xid_kind: str = "counter"  # or "last_value": the gauge of the last XID code (dcgm)
+    uuid_prefix: str = ""  # put in front of a UUID that lacks it (nvidia_smi: "GPU-")
+    tenant_label: str | None = None
 
     def metric_names(self) -> list[str]:
+        """The counters' metrics, then the info metric (every range query of a cycle)."""
         names = [n for key in COUNTER_KEYS for n in self.counters.get(key, ())]
         return names + ([self.info_metric] if self.info_metric else [])
 
+    def relabelled(self, *, node: str | None = None, index: str | None = None,
+                   uuid: str | None = None, tenant: str | None = None) -> MetricSet:
+        """The same names read with other label names (None: keep the set's own)."""
+        return replace(
+            self, node_labels=(node,) if node else self.node_labels,
+            gpu_label=index or self.gpu_label,
+            info_index_label=index if index and self.info_metric else self.info_index_label,
+            uuid_label=uuid or self.uuid_label, tenant_label=tenant or self.tenant_label)
+
+    def card_uuid(self, labels: Mapping[str, str]) -> str | None:
+        uuid = labels.get(self.uuid_label) or None
+        if uuid is not None and self.uuid_prefix and not uuid.startswith(self.uuid_prefix):
+            return self.uuid_prefix + uuid
+        return uuid
+
 
 OURS: Final = MetricSet("ours", {k: (METRIC_NAMES[k],) for k in COUNTER_KEYS}, ("node",),
-                        "gpu", "uuid")
+                        "gpu", "uuid", xid_metric=XID_METRIC)
 DCGM: Final = MetricSet("dcgm", {
     "ecc_uncorrected_total": ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",),
     "ecc_corrected_total": ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",),
     "retired_pages": ("DCGM_FI_DEV_RETIRED_SBE", "DCGM_FI_DEV_RETIRED_DBE"),
     "remapped_rows_pending": ("DCGM_FI_DEV_ROW_REMAP_PENDING",),
     "remapped_rows_failure": ("DCGM_FI_DEV_ROW_REMAP_FAILURE",),
-}, ("Hostname",), "gpu", "UUID")
+}, ("Hostname", "hostname"), "gpu", "UUID", xid_metric="DCGM_FI_DEV_XID_ERRORS",
+    xid_kind="last_value")
 NVIDIA_SMI: Final = MetricSet("nvidia_smi", {
     "ecc_uncorrected_total": ("nvidia_smi_ecc_errors_uncorrected_aggregate_total",),
     "ecc_corrected_total": ("nvidia_smi_ecc_errors_corrected_aggregate_total",),
@@ -78,7 +117,8 @@ NVIDIA_SMI: Final = MetricSet("nvidia_smi", {
                       "nvidia_smi_retired_pages_double_bit_count"),
     "remapped_rows_pending": ("nvidia_smi_remapped_rows_pending",),
     "remapped_rows_failure": ("nvidia_smi_remapped_rows_failure",),
-}, (), None, "uuid", "nvidia_smi_gpu_info", "index")
+}, (), None, "uuid", "nvidia_smi_gpu_info", "index", xid_metric="nvidia_smi_xid_errors_total",
+    uuid_prefix="GPU-")
 METRIC_SETS: Final[dict[str, MetricSet]] = {m.name: m for m in (OURS, DCGM, NVIDIA_SMI)}
 
 
@@ -90,6 +130,7 @@ class Assembly:
         field(default_factory=dict)
     dropped: Counter[str] = field(default_factory=Counter)
     series: int = 0
+    tenants: dict[str, str] = field(default_factory=dict)  # node -> tenant label value
 
 
 def counter_value(text: Any) -> int | None:
@@ -104,6 +145,15 @@ def counter_value(text: Any) -> int | None:
     return int(value)
 
 
+def unknown_reason(text: Any) -> str:
+    """Why :func:`counter_value` gave None (the ``dropped`` counter's label)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return "unknown_value"
+    return "no_data_sentinel" if value >= DCGM_INT64_SENTINEL else "unknown_value"
+
+
 def instance_host(instance: str) -> str:
     """``host:port`` / ``[v6]:port`` / ``host`` -> host."""
     if instance.startswith("["):
@@ -112,7 +162,8 @@ def instance_host(instance: str) -> str:
     return host if sep and port.isdigit() and ":" not in host else instance
 
 
-def node_of(ms: MetricSet, labels: Mapping[str, str], node_label: str | None) -> str | None:
+def node_of(ms: MetricSet, labels: Mapping[str, str], node_label: str | None = None
+            ) -> str | None:
     for name in (node_label,) if node_label else ms.node_labels:
         if labels.get(name):
             return labels[name]
@@ -125,11 +176,26 @@ def index_map(ms: MetricSet, info_series: Iterable[Mapping[str, Any]],
     result: dict[tuple[str, str], int] = {}
     for s in info_series:
         labels = s.get("metric", {})
-        node, uuid = node_of(ms, labels, node_label), labels.get(ms.uuid_label)
+        node, uuid = node_of(ms, labels, node_label), ms.card_uuid(labels)
         index = labels.get(ms.info_index_label or "", "")
         if node and uuid and index.isdigit() and int(index) <= MAX_GPU_INDEX:
             result[(node, uuid)] = int(index)
     return result
+
+
+def card_of(ms: MetricSet, labels: Mapping[str, str], node_label: str | None,
+            indexes: Mapping[tuple[str, str], int]) -> tuple[CardKey, str | None] | None:
+    """The card (and its UUID) a series belongs to, or None when its labels do not say."""
+    node = node_of(ms, labels, node_label)
+    uuid = ms.card_uuid(labels)
+    if ms.gpu_label is not None:
+        text = labels.get(ms.gpu_label, "")
+        gpu = int(text) if text.isdigit() and int(text) <= MAX_GPU_INDEX else None
+    else:
+        gpu = indexes.get((node or "", uuid or ""))
+    if node is None or gpu is None:
+        return None
+    return CardKey(node, gpu), uuid
 
 
 def add_series(acc: Assembly, ms: MetricSet, metric: str, series: Iterable[Mapping[str, Any]],
@@ -138,17 +204,14 @@ def add_series(acc: Assembly, ms: MetricSet, metric: str, series: Iterable[Mappi
     for s in series:
         acc.series += 1
         labels = s.get("metric", {})
-        node = node_of(ms, labels, node_label)
-        uuid = labels.get(ms.uuid_label) or None
-        if ms.gpu_label is not None:
-            text = labels.get(ms.gpu_label, "")
-            gpu = int(text) if text.isdigit() and int(text) <= MAX_GPU_INDEX else None
-        else:
-            gpu = indexes.get((node or "", uuid or ""))
-        if node is None or gpu is None:
+        found = card_of(ms, labels, node_label, indexes)
+        if found is None:
             acc.dropped["series_without_card_identity"] += 1
             continue
-        card = acc.readings.setdefault(CardKey(node, gpu), {})
+        key, uuid = found
+        if ms.tenant_label and labels.get(ms.tenant_label):
+            acc.tenants[key.node_id] = labels[ms.tenant_label]
+        card = acc.readings.setdefault(key, {})
         for ts, text in s.get("values", ()):
             at = datetime.fromtimestamp(float(ts), UTC)
             slot_uuid, values = card.setdefault(at, (uuid, {}))
@@ -158,7 +221,7 @@ def add_series(acc: Assembly, ms: MetricSet, metric: str, series: Iterable[Mappi
                 continue
             value = counter_value(text)
             if value is None:
-                acc.dropped["unknown_value"] += 1
+                acc.dropped[unknown_reason(text)] += 1
             if metric in values and values[metric] != value:
                 acc.dropped["duplicate_series"] += 1
                 value = None
@@ -168,10 +231,15 @@ def add_series(acc: Assembly, ms: MetricSet, metric: str, series: Iterable[Mappi
 def counters_of(ms: MetricSet, values: Mapping[str, int | None]) -> Counters:
     """The five counters from one reading's metric values (missing parts: unknown)."""
     result: list[int | None] = []
-    for key in COUNTER_KEYS:
-        parts = [values.get(name) for name in ms.counters.get(key, ())]
-        result.append(None if not parts or any(p is None for p in parts)
-                      else sum(p for p in parts if p is not None))
+    for key in COUNTER_KEYS:  # plain loops: called once per reading of a whole history
+        total: int | None = None
+        for name in ms.counters.get(key, ()):
+            part = values.get(name)
+            if part is None:
+                total = None
+                break
+            total = part if total is None else total + part
+        result.append(total)
     return Counters(*result)
 
 

@@ -1,0 +1,71 @@
+"""One chunk of range-query results -> per step, the scrape results the ingestor takes (pure).
+
+The ingestor (write rule, dedup, keepalive, XID rows, node records) is the scrape path's own;
+this module only reshapes what Prometheus answered into what a scrape of every node at that
+step would have given: one :class:`ScrapeResult` per node, its cards sorted by index. A node
+stands for a "target" whose URL is ``<prometheus URL>#<node>`` (the ``target`` column of the
+node record, the ``url`` on ``/targets``). A card with no value at a step is simply not in
+that step (unknown, a gap: never zeros); a card whose five counters are unknown but whose XID
+counts are known is in it with its XID counts, as in a scrape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from evaluator.config.targets import Target
+from evaluator.ingest.cards import CardExtraction, CardReading
+from evaluator.ingest.prometheus.metricsets import Assembly, MetricSet, readings
+from evaluator.ingest.prometheus.xids import XidReadings
+from evaluator.ingest.scrape import ScrapeResult
+from evaluator.model import CardKey, Counters
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTargets:
+    """Makes the pseudo-target of each node (cached: one object per node and tenant)."""
+
+    base_url: str
+
+    def make(self) -> Callable[[str, str | None], Target]:
+        parts = urlsplit(self.base_url.rstrip("/"))
+        cache: dict[tuple[str, str | None], Target] = {}
+
+        def target(node: str, tenant: str | None) -> Target:
+            found = cache.get((node, tenant))
+            if found is None:
+                found = cache[(node, tenant)] = Target(
+                    address=parts.netloc, node_id=node, tenant=tenant, scheme=parts.scheme,
+                    metrics_path=f"{parts.path}#{node}")
+            return found
+
+        return target
+
+
+def step_results(acc: Assembly, ms: MetricSet, xids: XidReadings,
+                 target: Callable[[str, str | None], Target],
+                 tenants: Mapping[str, str]) -> list[tuple[datetime, list[ScrapeResult]]]:
+    """(step, one result per node) in time order."""
+    cards: dict[datetime, dict[CardKey, CardReading]] = {}
+    for key, uuid, at, counters in readings(acc, ms):
+        known = xids.get(key, {}).pop(at, None)
+        cards.setdefault(at, {})[key] = CardReading(
+            key.gpu_index, uuid, counters,
+            tuple(sorted(known[1].items())) if known and known[0] == uuid else ())
+    for key, times in xids.items():  # XID counts of cards without a counter reading
+        for at, (uuid, counts) in times.items():
+            cards.setdefault(at, {}).setdefault(key, CardReading(
+                key.gpu_index, uuid, Counters(), tuple(sorted(counts.items()))))
+    out: list[tuple[datetime, list[ScrapeResult]]] = []
+    for at in sorted(cards):
+        nodes: dict[str, list[CardReading]] = {}
+        for key, card in cards[at].items():
+            nodes.setdefault(key.node_id, []).append(card)
+        out.append((at, [
+            ScrapeResult(target(node, tenants.get(node)), at, 0.0,
+                         CardExtraction(tuple(sorted(found, key=lambda c: c.gpu_index))))
+            for node, found in sorted(nodes.items())]))
+    return out

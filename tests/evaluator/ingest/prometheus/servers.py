@@ -1,0 +1,193 @@
+"""Real servers for the Prometheus-source tests: VictoriaMetrics (Debian ``victoria-metrics``)
+loaded through its import API, Prometheus (Debian ``prometheus``) scraping stand-in exporters,
+and a switch (a real HTTP proxy on 127.0.0.1) that can make the source answer 503 or refuse.
+
+Nothing sleeps to wait for time: every wait polls a condition until a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from tests.e2e.stack import Procs, free_port, wait_for
+
+VM = shutil.which("victoria-metrics")
+PROMETHEUS = shutil.which("prometheus")
+VM_MISSING = "victoria-metrics (Debian package 'victoria-metrics', installed by .ci/run) is missing"
+PROMETHEUS_MISSING = "prometheus (Debian package 'prometheus', installed by .ci/run) is missing"
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except OSError:
+        return 0, ""
+
+
+@contextmanager
+def victoria_metrics(folder: Path) -> Iterator[str]:
+    """A throwaway VictoriaMetrics on a free port; yields its base URL."""
+    procs = Procs(folder)
+    port = free_port()
+    procs.start("victoria-metrics", [
+        str(VM), f"-storageDataPath={folder / 'vm-data'}", f"-httpListenAddr=127.0.0.1:{port}",
+        "-retentionPeriod=100y", "-search.disableCache", "-loggerLevel=ERROR"])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for("VictoriaMetrics /health", lambda: _get(url + "/health")[0] == 200, 60, procs)
+        yield url
+    finally:
+        procs.stop_all()
+
+
+def vm_import(url: str, lines: Sequence[dict[str, Any]]) -> None:
+    """POST JSON lines to /api/v1/import, then flush so that queries see them at once."""
+    body = "\n".join(json.dumps(line) for line in lines).encode()
+    request = urllib.request.Request(url + "/api/v1/import", data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=120) as r:
+        assert r.status == 204, r.status
+    assert _get(url + "/internal/force_flush")[0] == 200
+
+
+@dataclass
+class Switch:
+    """A reverse proxy to ``upstream``; ``mode`` "up" forwards, "503" answers an error,
+    "down" closes the connection (a dead server), for outage tests."""
+
+    upstream: str
+    mode: str = "up"
+    port: int = field(default_factory=free_port)
+    requests: int = 0
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _stop: asyncio.Event | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests += 1
+        if self.mode == "503":
+            return web.Response(status=503, text="Service Unavailable")
+        if self.mode == "down":
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=500)
+        async with aiohttp.ClientSession() as s, s.get(self.upstream + request.path_qs,
+                                                       headers=dict(request.headers)) as r:
+            return web.Response(status=r.status, body=await r.read(),
+                                content_type=r.content_type)
+
+    async def _serve(self, started: threading.Event) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", self.port).start()
+        self._stop = asyncio.Event()
+        started.set()
+        await self._stop.wait()
+        await runner.cleanup()
+
+    def start(self) -> Switch:
+        started = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=lambda: self._loop.run_until_complete(self._serve(started))  # type: ignore[union-attr]
+            , daemon=True)
+        self._thread.start()
+        assert started.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(10)
+
+
+@dataclass
+class Exposition:
+    """A stand-in exporter: serves whatever ``text`` holds now (set by the test)."""
+
+    text: str = ""
+    port: int = field(default_factory=free_port)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@contextmanager
+def exporters(items: Sequence[Exposition]) -> Iterator[None]:
+    """Serve every exposition on its port from one background event loop."""
+    loop = asyncio.new_event_loop()
+    stop: list[asyncio.Event] = []
+    started = threading.Event()
+
+    async def serve() -> None:
+        runners = []
+        for item in items:
+            app = web.Application()
+
+            async def metrics(_r: web.Request, item: Exposition = item) -> web.Response:
+                return web.Response(text=item.text, content_type="text/plain")
+
+            app.router.add_get("/metrics", metrics)
+            runner = web.AppRunner(app)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", item.port).start()
+            runners.append(runner)
+        stop.append(asyncio.Event())
+        started.set()
+        await stop[0].wait()
+        for runner in runners:
+            await runner.cleanup()
+
+    thread = threading.Thread(target=lambda: loop.run_until_complete(serve()), daemon=True)
+    thread.start()
+    assert started.wait(10)
+    try:
+        yield
+    finally:
+        loop.call_soon_threadsafe(stop[0].set)
+        thread.join(10)
+
+
+@contextmanager
+def prometheus(folder: Path, jobs: dict[str, Sequence[str]],
+               interval: str = "1s") -> Iterator[str]:
+    """A real Prometheus scraping ``jobs`` (job -> addresses) every ``interval``."""
+    procs = Procs(folder)
+    port = free_port()
+    config = {"global": {"scrape_interval": interval, "scrape_timeout": interval},
+              "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(a)}]}
+                                 for job, a in jobs.items()]}
+    (folder / "prometheus.yml").write_text(json.dumps(config))
+    procs.start("prometheus", [
+        str(PROMETHEUS), f"--config.file={folder / 'prometheus.yml'}",
+        f"--storage.tsdb.path={folder / 'prom-data'}", f"--web.listen-address=127.0.0.1:{port}"])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for("Prometheus /-/ready", lambda: _get(url + "/-/ready")[0] == 200, 60, procs)
+        yield url
+    finally:
+        procs.stop_all()
+
+
+def poll(what: str, probe: Callable[[], Any], deadline_s: float = 60.0) -> Any:
+    return wait_for(what, probe, deadline_s, Procs(Path("/nonexistent")))
