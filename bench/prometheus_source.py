@@ -8,7 +8,8 @@
    scrape path on the same number of cards (``bench/ingest.py``'s stand-in exporters, 1,250
    targets x 8 GPUs) for points/s and rows/s.
 2. **History**: N cards x D days of dcgm-exporter history at 60 s in a real VictoriaMetrics
-   (loaded through its import API), imported and replayed as on first start
+   (loaded through its import API; 90 % of the cards quiet, 9 % with an error every two days,
+   1 % degrading), imported and replayed as on first start
    (:class:`evaluator.backtest.bootstrap.HistoryBootstrap`). Target: 30 days x 4,096 cards in
    < 5 min; the size measured here is printed with its extrapolation (linear in points).
 
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,21 @@ def values(cards: int, steps: int, seed: int) -> list[list[int]]:
             row.append(v)
         out.append(row)
     return out
+
+
+def fleet_values(cards: int, steps: int, seed: int) -> Iterator[list[int]]:
+    """A fleet's correctable counts per step: 90 % of the cards quiet, 9 % with an error every
+    two days or so, 1 % degrading (about 70 a day, growing): the replay has work to do."""
+    rng = random.Random(seed)
+    for _ in range(cards):
+        kind = rng.random()
+        rate = 0.0 if kind < 0.90 else (1 / 2880 if kind < 0.99 else 0.02)
+        v, row = rng.randrange(0, 50), []
+        for s in range(steps):
+            if rate and rng.random() < rate * (1 + s / 1440 if kind >= 0.99 else 1):
+                v += 1
+            row.append(v)
+        yield row
 
 
 def _get(url: str) -> int:
@@ -163,7 +180,7 @@ def vm_load(url: str, cards: int, t0: datetime, steps: int) -> int:
     ts = [int((t0 + s * STEP).timestamp() * 1000) for s in range(steps)]
     zeros = [0] * steps
     batch, points = [], 0
-    for c, sbe in enumerate(values(cards, steps, 2)):
+    for c, sbe in enumerate(fleet_values(cards, steps, 2)):
         node, gpu = divmod(c, 8)
         metric = {"gpu": str(gpu), "UUID": f"GPU-{c:08x}-0000-0000-0000-000000000000",
                   "Hostname": f"node-{node:05d}", "job": "dcgm"}

@@ -169,7 +169,7 @@ def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
                               forget_after=timedelta(seconds=config.dedup.idle_seconds))
     bootstrap = HistoryBootstrap(db, c, source, ruleset=ruleset, clock=clock,
                                  keepalive=timedelta(seconds=config.keepalive_seconds))
-    app.on_start(source.__aenter__)  # type: ignore[arg-type]
+    app.on_start(source.open)
     app.on_start(bootstrap.prepare)
     app.on_stop(source.close)
     app.add_background("history", bootstrap.run)

@@ -103,8 +103,13 @@ class PrometheusSource:
         self._resumed = False
 
     async def __aenter__(self) -> PrometheusSource:
-        self._session = client_session(client_options(self.config))
+        await self.open()
         return self
+
+    async def open(self) -> None:
+        """Create the session (call with the event loop running)."""
+        if self._session is None:
+            self._session = client_session(client_options(self.config))
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()

@@ -212,3 +212,74 @@ def test_steps_group_cards_by_node_and_keep_xid_only_cards() -> None:
     assert cards[0].counters.ecc_uncorrected_total is None
     assert cards[1].counters.all_unknown() and cards[1].xids == ((48, 1),)
     assert first["n2"].target.tenant is None
+
+
+# -- change points ------------------------------------------------------------------------------
+
+SERIES = st.tuples(st.sampled_from(["DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+                                    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"]),
+                   st.sampled_from(["0", "1"]), st.sampled_from(["GPU-a", "GPU-b"]),
+                   st.sampled_from(["x", "y"]))
+VALUE = st.one_of(st.none(), st.sampled_from(["0", "1", "2", "NaN"]))
+
+
+def _point(labels: dict[str, str], t: int, text: str) -> dict[str, Any]:
+    return {"metric": labels, "values": [[(T0 + t * STEP).timestamp(), text]]}
+
+
+def _differs(a: str, b: str) -> bool:
+    return float(a) != float(b)  # PromQL's == on float values: NaN never equals
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(SERIES, min_size=1, max_size=5, unique=True),
+       st.integers(min_value=1, max_value=25).flatmap(
+           lambda n: st.lists(st.lists(VALUE, min_size=n, max_size=n), min_size=5,
+                              max_size=5)),
+       st.lists(st.integers(min_value=1, max_value=24), max_size=3))
+def test_change_points_rebuild_the_step_by_step_readings(
+        series: list[tuple[str, str, str, str]], grid: list[list[str | None]],
+        cuts: list[int]) -> None:
+    """What the server's change-point answers give (``changes.py``) equals reading every step
+    (``add_series``), for duplicate series, UUID changes, gaps and unknown values."""
+    from evaluator.ingest.prometheus.changes import GONE, ChangeTracker
+    from evaluator.ingest.prometheus.metricsets import readings
+
+    steps = len(grid[0])
+    labels = [{"gpu": gpu, "UUID": uuid, "Hostname": "n1", "instance": inst}
+              for _, gpu, uuid, inst in series]
+    # Step by step: the oracle.
+    expected: dict[tuple[CardKey, int], tuple[str | None, Any]] = {}
+    for t in range(steps):
+        acc = Assembly()
+        for i, (metric, *_) in enumerate(series):
+            text = grid[i][t]
+            if text is not None:
+                add_series(acc, DCGM, metric, [_point(labels[i], t, text)], None, {})
+        for key, uuid, _, counters in readings(acc, DCGM):
+            expected[(key, t)] = (uuid, counters)
+    # Change points, folded chunk by chunk (the state crosses the chunk edges).
+    tracker = ChangeTracker(DCGM)
+    state: dict[CardKey, tuple[str | None, Any] | None] = {}
+    got: dict[tuple[CardKey, int], tuple[str | None, Any]] = {}
+    edges = sorted({0, *[c for c in cuts if c < steps], steps})
+    for lo, hi in itertools.pairwise(edges):
+        by_metric: dict[str, list[dict[str, Any]]] = {}
+        for i, (metric, *_) in enumerate(series):
+            for t in range(lo, hi):
+                now, before = grid[i][t], (grid[i][t - 1] if t else None)
+                if now is not None and (t == 0 or before is None or _differs(now, before)):
+                    by_metric.setdefault(metric, []).append(_point(labels[i], t, now))
+                elif now is None and t and before is not None:
+                    by_metric.setdefault(metric, []).append(
+                        _point({**labels[i], GONE: "1"}, t, before))
+        events = {(key, int((at - T0) / STEP)): reading
+                  for key, at, reading in tracker.fold(by_metric, {})}
+        for t in range(lo, hi):
+            for (key, when), reading in events.items():
+                if when == t:
+                    state[key] = reading
+            for key, reading in state.items():
+                if reading is not None:
+                    got[(key, t)] = reading
+    assert got == expected
