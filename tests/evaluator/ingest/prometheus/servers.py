@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import ssl
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -65,30 +66,37 @@ def vm_import(url: str, lines: Sequence[dict[str, Any]]) -> None:
 @dataclass
 class Switch:
     """A reverse proxy to ``upstream``; ``mode`` "up" forwards, "503" answers an error,
-    "down" closes the connection (a dead server), for outage tests."""
+    "down" closes the connection (a dead server), for outage tests. With ``authorization`` it
+    answers 401 unless that exact header comes (an authenticating proxy in front of
+    Prometheus); with ``tls`` it serves HTTPS."""
 
     upstream: str
     mode: str = "up"
     port: int = field(default_factory=free_port)
     requests: int = 0
+    authorization: str | None = None
+    tls: ssl.SSLContext | None = None
+    seen_authorization: list[str | None] = field(default_factory=list)
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _stop: asyncio.Event | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
+        self.seen_authorization.append(request.headers.get("Authorization"))
+        if self.authorization and request.headers.get("Authorization") != self.authorization:
+            return web.Response(status=401, text="Unauthorized")
         if self.mode == "503":
             return web.Response(status=503, text="Service Unavailable")
         if self.mode == "down":
             assert request.transport is not None
             request.transport.close()
             return web.Response(status=500)
-        async with aiohttp.ClientSession() as s, s.get(self.upstream + request.path_qs,
-                                                       headers=dict(request.headers)) as r:
+        async with aiohttp.ClientSession() as s, s.get(self.upstream + request.path_qs) as r:
             return web.Response(status=r.status, body=await r.read(),
                                 content_type=r.content_type)
 
@@ -97,7 +105,7 @@ class Switch:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         runner = web.AppRunner(app)
         await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", self.port).start()
+        await web.TCPSite(runner, "127.0.0.1", self.port, ssl_context=self.tls).start()
         self._stop = asyncio.Event()
         started.set()
         await self._stop.wait()
