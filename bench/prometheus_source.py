@@ -184,11 +184,16 @@ def vm_load(url: str, cards: int, t0: datetime, steps: int) -> int:
         node, gpu = divmod(c, 8)
         metric = {"gpu": str(gpu), "UUID": f"GPU-{c:08x}-0000-0000-0000-000000000000",
                   "Hostname": f"node-{node:05d}", "job": "dcgm"}
-        for name in FIELDS:
-            v = sbe if name.endswith("SBE_AGG_TOTAL") else zeros
+        # dcgm-exporter's default XID gauge: 0, and 48 from the middle on for a card whose
+        # correctable count ran away (some of the degrading ones)
+        xid = [48 if sbe[-1] - sbe[0] > 500 and s > steps // 2 else 0 for s in range(steps)]
+        for name, v in ((n, sbe if n.endswith("SBE_AGG_TOTAL") else zeros) for n in FIELDS):
             batch.append(json.dumps({"metric": {"__name__": name, **metric}, "values": v,
                                      "timestamps": ts}))
             points += steps
+        batch.append(json.dumps({"metric": {"__name__": "DCGM_FI_DEV_XID_ERRORS", **metric},
+                                 "values": xid, "timestamps": ts}))
+        points += steps
         if len(batch) >= 600 or c == cards - 1:
             request = urllib.request.Request(url + "/api/v1/import",
                                              data="\n".join(batch).encode(), method="POST")

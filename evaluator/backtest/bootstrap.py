@@ -15,9 +15,8 @@ any live prediction. A failed import is undone (its rows deleted: the store held
 retried after ``retry``; the live source starts only when the history is in, so the two never
 interleave.
 
-What the import does not bring: XID counts (the backtest importer reads the five counters;
-XID events start with the live cycles) and node records of nodes gone before the first live
-cycle (their data is visible to an all-tenants caller only).
+What the import does not bring: node records of nodes gone before the first live cycle (their
+data is visible to an all-tenants caller only).
 """
 
 from __future__ import annotations

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from evaluator.backtest.events import CardHistory
-from evaluator.ingest.write_rule import decide
-from evaluator.model import CardKey, Counters, Sample
+from evaluator.ingest.write_rule import decide, xid_decision
+from evaluator.model import CardKey, Counters, Sample, XidKey, XidSample
 from evaluator.store.backtest_import import expand_segments, stage_segments
 from evaluator.store.db import Database
 from evaluator.store.samples import insert_runs, insert_samples
+from evaluator.store.xid_samples import insert_xid_samples
 
 BATCH_ROWS = 50_000
 BATCH_RUNS = 50_000  # keep-alive runs per statement (each expands to many rows)
@@ -104,6 +105,9 @@ class ReadingWriter:
     current: dict[CardKey, Sample] = field(default_factory=dict)  # change-point feeding
     runs: list[tuple[Sample, datetime]] = field(default_factory=list)
     period: timedelta = timedelta(0)
+    xid_last: dict[XidKey, XidSample] = field(default_factory=dict)
+    xid_pending: list[XidSample] = field(default_factory=list)
+    xid_written: int = 0
 
     @classmethod
     def open(cls, db: Database, keepalive: timedelta) -> ReadingWriter:
@@ -118,6 +122,12 @@ class ReadingWriter:
             self.pending.append(sample)
             return True
         return False
+
+    def add_xid(self, row: XidSample) -> None:
+        """Feed one XID count (the live XID write rule: first, UUID change, count change)."""
+        if xid_decision(row, self.xid_last.get(row.key)).write:
+            self.xid_last[row.key] = row
+            self.xid_pending.append(row)
 
     def change(self, key: CardKey, at: datetime, reading: tuple[str | None, Counters] | None,
                period: timedelta) -> None:
@@ -162,4 +172,6 @@ class ReadingWriter:
         self.written += n
         self.pending.clear()
         self.runs.clear()
+        self.xid_written += insert_xid_samples(self.db, self.xid_pending)
+        self.xid_pending.clear()
         return n

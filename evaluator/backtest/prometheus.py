@@ -11,6 +11,9 @@ fed through the live write rule (:class:`ReadingWriter`) with the keep-alive rea
 the same rows as reading every step, at a fraction of the points (measured in
 ``bench/prometheus_source.py``).
 
+XID counts come the same way: change points of the set's XID metric, counts (or dcgm's gauge
+through :class:`~evaluator.ingest.prometheus.xids.LastXidTracker`) through the XID write rule.
+
 A step at which Prometheus has no value for a series (no sample within its lookback, 5 minutes
 by default, or the series went stale) gives no reading: a gap stays a gap, never a zero.
 """
@@ -25,10 +28,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from evaluator.backtest.history import ReadingWriter, keepalive_period
-from evaluator.ingest.prometheus.changes import ChangeTracker, change_query
-from evaluator.ingest.prometheus.metricsets import DEFAULT_MAX_POINTS, MetricSet, index_map
+from evaluator.ingest.prometheus.changes import GONE, ChangeTracker, change_query
+from evaluator.ingest.prometheus.metricsets import (
+    DEFAULT_MAX_POINTS,
+    Assembly,
+    MetricSet,
+    index_map,
+)
 from evaluator.ingest.prometheus.query import QueryLimits, QueryStats, RangeQuerier, chunks
 from evaluator.ingest.prometheus.window import aligned
+from evaluator.ingest.prometheus.xids import LastXidTracker, counter_readings
+from evaluator.model import XidKey, XidSample
 from evaluator.outbound import ClientOptions, client_session
 from evaluator.store.db import Database
 
@@ -83,14 +93,13 @@ async def import_prometheus(db: Database, source: PrometheusSource, keepalive: t
     stats = PrometheusImport()
     writer = ReadingWriter.open(db, keepalive)
     period = keepalive_period(source.step, keepalive)
-    tracker = ChangeTracker(source.metrics, source.node_label)
-    indexes: dict[tuple[str, str], int] = {}
+    state = _State(source, writer, stats, period, ChangeTracker(source.metrics,
+                                                                source.node_label))
     pieces = chunks(source.since, source.until, source.step, source.max_points)
     async with client_session(_options(source)) as session:
         client = RangeQuerier(session, source.url, QueryLimits(source.step, CONCURRENCY),
                               stats.query)
-        first = await _read(client, source, source.since, source.since, plain=True)
-        _apply(writer, tracker, first, source, indexes, stats, period)
+        state.apply(await _read(client, source, source.since, source.since, plain=True))
         reads = [(max(start, source.since + source.step), end) for start, end in pieces]
         # The next chunk is asked for while this one is folded and written (the server and
         # this process work at the same time).
@@ -100,7 +109,7 @@ async def import_prometheus(db: Database, source: PrometheusSource, keepalive: t
                 by_name = await ahead
                 if done < len(reads):
                     ahead = _prefetch(client, source, reads[done])
-                _apply(writer, tracker, by_name, source, indexes, stats, period)
+                state.apply(by_name)
                 writer.hold_all(end + source.step, period)
                 await db.run(writer.flush)
                 if progress is not None:
@@ -108,7 +117,8 @@ async def import_prometheus(db: Database, source: PrometheusSource, keepalive: t
         finally:
             ahead.cancel()  # a failed chunk: the one asked for ahead is not wanted
     stats.readings = writer.seen
-    stats.dropped = dict(tracker.dropped)
+    for reason, n in state.tracker.dropped.items():
+        stats.dropped[reason] = stats.dropped.get(reason, 0) + n
     log.info("imported %d change points of %d cards from %s (%d requests, %d splits): %d rows",
              stats.changes, len(stats.cards), source.url, stats.requests, stats.splits,
              writer.written)
@@ -124,7 +134,12 @@ def _prefetch(client: RangeQuerier, source: PrometheusSource,
 
 
 async def _empty(source: PrometheusSource) -> dict[str, list[Any]]:
-    return {name: [] for name in source.metrics.metric_names()}
+    return {name: [] for name in _names(source.metrics)}
+
+
+def _names(ms: MetricSet) -> list[str]:
+    """Every metric an import reads: the counters', the info metric, the XID metric."""
+    return ms.metric_names() + ([ms.xid_metric] if ms.xid_metric else [])
 
 
 def _options(source: PrometheusSource) -> ClientOptions:
@@ -137,22 +152,51 @@ def _options(source: PrometheusSource) -> ClientOptions:
 
 async def _read(client: RangeQuerier, source: PrometheusSource, start: datetime,
                 end: datetime, *, plain: bool) -> dict[str, list[Any]]:
-    names = source.metrics.metric_names()
+    names = _names(source.metrics)
     queries = [selector_query(n, source.selector) if plain
                else change_query(n, source.selector, source.step) for n in names]
     results = await asyncio.gather(*(client.query_range(q, start, end) for q in queries))
     return dict(zip(names, results, strict=True))
 
 
-def _apply(writer: ReadingWriter, tracker: ChangeTracker, by_name: dict[str, list[Any]],
-           source: PrometheusSource, indexes: dict[tuple[str, str], int],
-           stats: PrometheusImport, period: timedelta) -> None:
-    ms = source.metrics
-    if ms.info_metric:
-        indexes.update(index_map(ms, by_name[ms.info_metric], source.node_label))
-    counters = {n: series for n, series in by_name.items() if n != ms.info_metric}
-    stats.series += sum(len(series) for series in counters.values())
-    for key, at, reading in tracker.fold(counters, indexes):
-        stats.changes += 1
-        stats.cards.add((key.node_id, key.gpu_index))
-        writer.change(key, at, reading, period)
+@dataclass(slots=True)
+class _State:
+    """What one import carries from chunk to chunk."""
+
+    source: PrometheusSource
+    writer: ReadingWriter
+    stats: PrometheusImport
+    period: timedelta
+    tracker: ChangeTracker
+    xids: LastXidTracker = field(default_factory=LastXidTracker)
+    indexes: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def apply(self, by_name: dict[str, list[Any]]) -> None:
+        ms, stats = self.source.metrics, self.stats
+        if ms.info_metric:
+            self.indexes.update(index_map(ms, by_name[ms.info_metric], self.source.node_label))
+        counters = {n: series for n, series in by_name.items()
+                    if n not in (ms.info_metric, ms.xid_metric)}
+        stats.series += sum(len(series) for series in counters.values())
+        for key, at, reading in self.tracker.fold(counters, self.indexes):
+            stats.changes += 1
+            stats.cards.add((key.node_id, key.gpu_index))
+            self.writer.change(key, at, reading, self.period)
+        if ms.xid_metric:
+            self._xids(by_name[ms.xid_metric])
+
+    def _xids(self, series: list[Any]) -> None:
+        """XID rows: the counts at each change point, through the XID write rule (change-only,
+        no keep-alive, so change points are all it needs). A series' end is no count."""
+        ms, acc = self.source.metrics, Assembly()
+        values = [s for s in series if s.get("metric", {}).get(GONE) != "1"]
+        found = (self.xids.readings(acc, ms, values, self.source.node_label, self.indexes)
+                 if ms.xid_kind == "last_value" else
+                 counter_readings(acc, ms, values, self.source.node_label, self.indexes))
+        for reason, n in acc.dropped.items():
+            self.stats.dropped[reason] = self.stats.dropped.get(reason, 0) + n
+        for key, times in found.items():
+            for at, (uuid, counts) in sorted(times.items()):
+                for code, count in counts.items():
+                    self.writer.add_xid(XidSample(
+                        XidKey(key.node_id, key.gpu_index, key.source, code), uuid, at, count))

@@ -237,8 +237,8 @@ def test_outage_fails_cycles_then_catches_up_without_losing_a_point(
     switch = Switch(vm).start()
     try:
         ref_clock, clock = Clock(START), Clock(START)
-        ref = service(tmp_path, vm, ref_clock, "ref")
-        svc = service(tmp_path, switch.url, clock, "out")
+        ref = service(tmp_path, vm, ref_clock, "ref", history="1d")
+        svc = service(tmp_path, switch.url, clock, "out", history="1d")
 
         async def run() -> None:
             await started(ref)
@@ -276,7 +276,7 @@ def test_outage_fails_cycles_then_catches_up_without_losing_a_point(
 
 def test_an_outage_longer_than_max_catchup_leaves_a_gap(vm: str, tmp_path: Path) -> None:
     clock = Clock(START)
-    svc = service(tmp_path, vm, clock, "gap")
+    svc = service(tmp_path, vm, clock, "gap", history="1d")
 
     async def run() -> None:
         await started(svc)
@@ -321,3 +321,8 @@ def test_change_points_give_the_rows_of_reading_every_step(vm: str, tmp_path: Pa
     step_rows = Database(tmp_path / "steps.duckdb")
     assert len(table(imported, SAMPLES)) > 4000
     assert table(imported, SAMPLES) == table(step_rows, SAMPLES)
+    # XID rows too: dcgm's last-value gauge on n2/0 goes 0 -> 48 on day 6, one event.
+    xids = "SELECT * FROM gpu_health_xid_samples ORDER BY ALL"
+    assert table(imported, xids) == table(step_rows, xids)
+    assert table(imported, "SELECT count FROM gpu_health_xid_samples WHERE node_id = 'n2' AND "
+                           "gpu_index = 0 AND xid = 48 ORDER BY sampled_at") == [(0,), (1,)]
