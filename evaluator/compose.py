@@ -112,17 +112,9 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         raise
     app.metrics.watch_statements(lambda: db.statements)
     app.add_ready_check("store", lambda: None if app.started else "database not open yet")
-    retention = Retention(db, days=config.retention_days, clock=clock, metrics=app.metrics)
-    ingestor = _ingestor(config, app, db, retention)
-    pipeline = discovery = source = bootstrap = None
-    if config.ingest.prometheus is not None:
-        source, bootstrap = _prometheus(config, app, db, clock, ingestor, ruleset)
-        present: Callable[[], Collection[str] | None] = source.present_nodes
-    else:
-        pipeline, discovery = _ingest(config, app, db, clock, ingestor)
-        present = _present(discovery)
-    app.on_stop(retention.close)
+    readings = _readings(config, app, db, clock, ruleset)
     scan = ruleset.params.scan_interval.total_seconds()
+    bootstrap = readings.bootstrap
 
     async def work() -> None:
         if bootstrap is None or not bootstrap.running:  # the history's replay comes first
@@ -137,15 +129,39 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
                             registry=app.node_registry, policy=policy)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
-    alerts = _alert_loop(config, app, db, clock, present,
+    alerts = _alert_loop(config, app, db, clock, readings.present,
                          None if policy is None else state.card_actions)
     app.on_stop(lambda: asyncio.to_thread(db.close))  # registered first: runs last
     if alerts is not None:
         app.on_stop(alerts.close)
     log.info("rule set %s (%s) active; predictions every %s", ruleset.version, ruleset.origin,
              timedelta(seconds=worker_interval or scan))
-    return Service(app, db, ruleset, worker, tokens, pipeline, discovery, retention, state,
-                   alerts, source, bootstrap)
+    return Service(app, db, ruleset, worker, tokens, readings.pipeline, readings.discovery,
+                   readings.retention, state, alerts, readings.source, bootstrap)
+
+
+@dataclass(frozen=True)
+class _Readings:
+    """Where readings come from (scrape or a Prometheus source) and what stands behind."""
+
+    retention: Retention
+    present: Callable[[], Collection[str] | None]  # nodes still there (alerts close the rest)
+    pipeline: IngestPipeline | None = None
+    discovery: Discovery | None = None
+    source: PrometheusSource | None = None
+    bootstrap: HistoryBootstrap | None = None
+
+
+def _readings(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
+              ruleset: RuleSet) -> _Readings:
+    retention = Retention(db, days=config.retention_days, clock=clock, metrics=app.metrics)
+    app.on_stop(retention.close)
+    ingestor = _ingestor(config, app, db, retention)
+    if config.ingest.prometheus is not None:
+        source, bootstrap = _prometheus(config, app, db, clock, ingestor, ruleset)
+        return _Readings(retention, source.present_nodes, source=source, bootstrap=bootstrap)
+    pipeline, discovery = _ingest(config, app, db, clock, ingestor)
+    return _Readings(retention, _present(discovery), pipeline, discovery)
 
 
 def _ingestor(config: Config, app: EvaluatorApp, db: Database,
