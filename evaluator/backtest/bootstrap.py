@@ -82,6 +82,8 @@ class HistoryBootstrap:
                 await self._attempt()
             except Exception as exc:  # the one catch-all of this task: undo, say why, retry
                 reason = exc.reason if isinstance(exc, GpuHealthError) else "internal"
+                if self.live.metrics is not None:
+                    self.live.metrics.errors.labels(reason).inc()
                 self.live.status.waiting_for = (f"history import failed ({reason}): {exc}; "
                                                 f"retrying in {format_duration(self.retry)}")
                 log.error("history import failed (%s): %s; undone, retrying in %s", reason,

@@ -77,6 +77,7 @@ class Switch:
     authorization: str | None = None
     tls: ssl.SSLContext | None = None
     seen_authorization: list[str | None] = field(default_factory=list)
+    fail_requests: set[int] = field(default_factory=set)  # these request numbers answer 503
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _stop: asyncio.Event | None = None
@@ -90,7 +91,7 @@ class Switch:
         self.seen_authorization.append(request.headers.get("Authorization"))
         if self.authorization and request.headers.get("Authorization") != self.authorization:
             return web.Response(status=401, text="Unauthorized")
-        if self.mode == "503":
+        if self.mode == "503" or self.requests in self.fail_requests:
             return web.Response(status=503, text="Service Unavailable")
         if self.mode == "down":
             assert request.transport is not None

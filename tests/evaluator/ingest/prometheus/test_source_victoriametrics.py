@@ -326,3 +326,31 @@ def test_change_points_give_the_rows_of_reading_every_step(vm: str, tmp_path: Pa
     assert table(imported, xids) == table(step_rows, xids)
     assert table(imported, "SELECT count FROM gpu_health_xid_samples WHERE node_id = 'n2' AND "
                            "gpu_index = 0 AND xid = 48 ORDER BY sampled_at") == [(0,), (1,)]
+
+
+def test_a_failed_history_import_is_undone_and_retried(vm: str, tmp_path: Path) -> None:
+    """The 20th request fails half-way through the import (a chunk is already written): the
+    rows are deleted, the failure counted, and the retry imports exactly what a clean import
+    does."""
+    switch = Switch(vm, fail_requests={20}).start()
+    try:
+        clean_clock, clock = Clock(START), Clock(START)
+        clean = service(tmp_path, vm, clean_clock, "clean", history="3d")
+        flaky = service(tmp_path, switch.url, clock, "flaky", history="3d")
+        assert flaky.bootstrap is not None
+        flaky.bootstrap.retry = timedelta(0)
+
+        async def run() -> None:
+            await started(clean)
+            await started(flaky)
+
+        asyncio.run(run())
+        assert switch.requests > 20
+        assert flaky.app.registry.get_sample_value(
+            "gpu_health_evaluator_source_errors_total", {"reason": "http_error"}) == 1
+        assert table(flaky.db, SAMPLES) == table(clean.db, SAMPLES)
+        assert table(flaky.db, PREDICTIONS) == table(clean.db, PREDICTIONS)
+        for s in (clean, flaky):
+            asyncio.run(s.app.close())
+    finally:
+        switch.stop()
