@@ -14,7 +14,7 @@ import ssl
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,19 +39,26 @@ def _get(url: str) -> tuple[int, str]:
 
 
 @contextmanager
-def victoria_metrics(folder: Path) -> Iterator[str]:
-    """A throwaway VictoriaMetrics on a free port; yields its base URL."""
+def _server(folder: Path, name: str, argv: Callable[[int], list[str]],
+            ready_path: str) -> Iterator[str]:
+    """Start ``argv(port)`` on a free port, wait until ``ready_path`` answers 200, yield the
+    base URL, stop the process group at the end."""
     procs = Procs(folder)
     port = free_port()
-    procs.start("victoria-metrics", [
-        str(VM), f"-storageDataPath={folder / 'vm-data'}", f"-httpListenAddr=127.0.0.1:{port}",
-        "-retentionPeriod=100y", "-search.disableCache", "-loggerLevel=ERROR"])
+    procs.start(name, argv(port))
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for("VictoriaMetrics /health", lambda: _get(url + "/health")[0] == 200, 60, procs)
+        wait_for(f"{name} {ready_path}", lambda: _get(url + ready_path)[0] == 200, 60, procs)
         yield url
     finally:
         procs.stop_all()
+
+
+def victoria_metrics(folder: Path) -> AbstractContextManager[str]:
+    """A throwaway VictoriaMetrics on a free port; yields its base URL."""
+    return _server(folder, "victoria-metrics", lambda port: [
+        str(VM), f"-storageDataPath={folder / 'vm-data'}", f"-httpListenAddr=127.0.0.1:{port}",
+        "-retentionPeriod=100y", "-search.disableCache", "-loggerLevel=ERROR"], "/health")
 
 
 def vm_import(url: str, lines: Sequence[dict[str, Any]]) -> None:
@@ -177,26 +184,14 @@ def exporters(items: Sequence[Exposition]) -> Iterator[None]:
         thread.join(10)
 
 
-@contextmanager
 def prometheus(folder: Path, jobs: dict[str, Sequence[str]],
-               interval: str = "1s") -> Iterator[str]:
+               interval: str = "1s") -> AbstractContextManager[str]:
     """A real Prometheus scraping ``jobs`` (job -> addresses) every ``interval``."""
-    procs = Procs(folder)
-    port = free_port()
     config = {"global": {"scrape_interval": interval, "scrape_timeout": interval},
               "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(a)}]}
                                  for job, a in jobs.items()]}
     (folder / "prometheus.yml").write_text(json.dumps(config))
-    procs.start("prometheus", [
+    return _server(folder, "prometheus", lambda port: [
         str(PROMETHEUS), f"--config.file={folder / 'prometheus.yml'}",
-        f"--storage.tsdb.path={folder / 'prom-data'}", f"--web.listen-address=127.0.0.1:{port}"])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for("Prometheus /-/ready", lambda: _get(url + "/-/ready")[0] == 200, 60, procs)
-        yield url
-    finally:
-        procs.stop_all()
-
-
-def poll(what: str, probe: Callable[[], Any], deadline_s: float = 60.0) -> Any:
-    return wait_for(what, probe, deadline_s, Procs(Path("/nonexistent")))
+        f"--storage.tsdb.path={folder / 'prom-data'}",
+        f"--web.listen-address=127.0.0.1:{port}"], "/-/ready")
