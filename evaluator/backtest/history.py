@@ -104,14 +104,17 @@ class ReadingWriter:
     seen: int = 0
     current: dict[CardKey, Sample] = field(default_factory=dict)  # change-point feeding
     runs: list[tuple[Sample, datetime]] = field(default_factory=list)
-    period: timedelta = timedelta(0)
+    period: timedelta = timedelta(0)  # keep-alive spacing of change-point feeding (open(step=))
     xid_last: dict[XidKey, XidSample] = field(default_factory=dict)
     xid_pending: list[XidSample] = field(default_factory=list)
     xid_written: int = 0
 
     @classmethod
-    def open(cls, db: Database, keepalive: timedelta) -> ReadingWriter:
-        return cls(db, keepalive, {}, [])
+    def open(cls, db: Database, keepalive: timedelta,
+             step: timedelta | None = None) -> ReadingWriter:
+        """``step``: the readings' grid, needed only to feed change points (``change``)."""
+        period = timedelta(0) if step is None else keepalive_period(step, keepalive)
+        return cls(db, keepalive, {}, [], period=period)
 
     def add(self, key: CardKey, uuid: str | None, at: datetime, counters: Counters) -> bool:
         """Feed one reading; True when it was kept."""
@@ -129,22 +132,22 @@ class ReadingWriter:
             self.xid_last[row.key] = row
             self.xid_pending.append(row)
 
-    def change(self, key: CardKey, at: datetime, reading: tuple[str | None, Counters] | None,
-               period: timedelta) -> None:
+    def change(self, key: CardKey, at: datetime,
+               reading: tuple[str | None, Counters] | None) -> None:
         """The card's reading changed at ``at`` (None: it has none from ``at`` on, a gap)."""
-        self.hold(key, at, period)
+        self.hold(key, at)
         if reading is None:
             self.current.pop(key, None)
             return
         self.add(key, reading[0], at, reading[1])
         self.current[key] = Sample(key, reading[0], at, reading[1])
 
-    def hold(self, key: CardKey, until: datetime, period: timedelta) -> None:
+    def hold(self, key: CardKey, until: datetime) -> None:
         """The rows ``decide`` writes for the unchanged reading before ``until``: one every
         ``period`` after the last written row (the reading equals that row, or it would have
         been written; an all-unknown reading is never written). Kept as one run."""
-        held = self.current.get(key)
-        last = self.last.get(key)
+        held, last, period = self.current.get(key), self.last.get(key), self.period
+        assert period > timedelta(0), "open(step=...) to feed change points"
         if held is None or last is None or held.counters.all_unknown():
             return
         n = (until - last.sampled_at - timedelta(microseconds=1)) // period
@@ -153,13 +156,12 @@ class ReadingWriter:
         first = Sample(key, held.gpu_uuid, last.sampled_at + period, held.counters)
         final = last.sampled_at + n * period
         self.runs.append((first, final))
-        self.period = period
         self.last[key] = Sample(key, held.gpu_uuid, final, held.counters)
         self.seen += n
 
-    def hold_all(self, until: datetime, period: timedelta) -> None:
+    def hold_all(self, until: datetime) -> None:
         for key in list(self.current):
-            self.hold(key, until, period)
+            self.hold(key, until)
 
     def flush(self) -> int:
         """Insert what was kept since the last flush (time order), in batches."""

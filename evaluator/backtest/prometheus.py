@@ -22,22 +22,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from evaluator.backtest.history import ReadingWriter, keepalive_period
+from evaluator.backtest.history import ReadingWriter
 from evaluator.ingest.prometheus.changes import GONE, ChangeTracker, change_query
 from evaluator.ingest.prometheus.metricsets import (
     DEFAULT_MAX_POINTS,
     Assembly,
     MetricSet,
     index_map,
+    selector_query,
 )
 from evaluator.ingest.prometheus.query import QueryLimits, QueryStats, RangeQuerier, chunks
 from evaluator.ingest.prometheus.window import aligned
-from evaluator.ingest.prometheus.xids import LastXidTracker, counter_readings
+from evaluator.ingest.prometheus.xids import LastXidTracker, xid_readings
 from evaluator.model import XidKey, XidSample
 from evaluator.outbound import ClientOptions, client_session
 from evaluator.store.db import Database
@@ -69,7 +71,7 @@ class PrometheusImport:
     readings: int = 0  # fed to the write rule: change points and keep-alive readings
     changes: int = 0  # change points read
     cards: set[tuple[str, int]] = field(default_factory=set)
-    dropped: dict[str, int] = field(default_factory=dict)
+    dropped: Counter[str] = field(default_factory=Counter)
 
     @property
     def requests(self) -> int:
@@ -80,10 +82,6 @@ class PrometheusImport:
         return self.query.splits
 
 
-def selector_query(metric: str, selector: str) -> str:
-    return f"{metric}{{{selector}}}" if selector else metric
-
-
 async def import_prometheus(db: Database, source: PrometheusSource, keepalive: timedelta,
                             progress: Callable[[int, int], None] | None = None
                             ) -> PrometheusImport:
@@ -91,10 +89,8 @@ async def import_prometheus(db: Database, source: PrometheusSource, keepalive: t
     ``db`` through the write rule (``ReadingWriter``: changes plus the keep-alive readings in
     between)."""
     stats = PrometheusImport()
-    writer = ReadingWriter.open(db, keepalive)
-    period = keepalive_period(source.step, keepalive)
-    state = _State(source, writer, stats, period, ChangeTracker(source.metrics,
-                                                                source.node_label))
+    writer = ReadingWriter.open(db, keepalive, source.step)
+    state = _State(source, writer, stats, ChangeTracker(source.metrics, source.node_label))
     pieces = chunks(source.since, source.until, source.step, source.max_points)
     async with client_session(_options(source)) as session:
         client = RangeQuerier(session, source.url, QueryLimits(source.step, CONCURRENCY),
@@ -110,15 +106,14 @@ async def import_prometheus(db: Database, source: PrometheusSource, keepalive: t
                 if done < len(reads):
                     ahead = _prefetch(client, source, reads[done])
                 state.apply(by_name)
-                writer.hold_all(end + source.step, period)
+                writer.hold_all(end + source.step)
                 await db.run(writer.flush)
                 if progress is not None:
                     progress(done, len(pieces))
         finally:
             ahead.cancel()  # a failed chunk: the one asked for ahead is not wanted
     stats.readings = writer.seen
-    for reason, n in state.tracker.dropped.items():
-        stats.dropped[reason] = stats.dropped.get(reason, 0) + n
+    stats.dropped.update(state.tracker.dropped)
     log.info("imported %d change points of %d cards from %s (%d requests, %d splits): %d rows",
              stats.changes, len(stats.cards), source.url, stats.requests, stats.splits,
              writer.written)
@@ -134,25 +129,18 @@ def _prefetch(client: RangeQuerier, source: PrometheusSource,
 
 
 async def _empty(source: PrometheusSource) -> dict[str, list[Any]]:
-    return {name: [] for name in _names(source.metrics)}
-
-
-def _names(ms: MetricSet) -> list[str]:
-    """Every metric an import reads: the counters', the info metric, the XID metric."""
-    return ms.metric_names() + ([ms.xid_metric] if ms.xid_metric else [])
+    return {name: [] for name in source.metrics.query_names()}
 
 
 def _options(source: PrometheusSource) -> ClientOptions:
-    base = source.client or ClientOptions()
-    return ClientOptions(total_timeout=source.timeout, connect_timeout=source.timeout,
-                         max_connections=CONCURRENCY, headers=base.headers,
-                         bearer_token=base.bearer_token, basic_auth=base.basic_auth,
-                         ca_file=base.ca_file, insecure_skip_verify=base.insecure_skip_verify)
+    """The source's auth and TLS with this import's timeouts and concurrency."""
+    return replace(source.client or ClientOptions(), total_timeout=source.timeout,
+                   connect_timeout=source.timeout, max_connections=CONCURRENCY)
 
 
 async def _read(client: RangeQuerier, source: PrometheusSource, start: datetime,
                 end: datetime, *, plain: bool) -> dict[str, list[Any]]:
-    names = _names(source.metrics)
+    names = source.metrics.query_names()
     queries = [selector_query(n, source.selector) if plain
                else change_query(n, source.selector, source.step) for n in names]
     results = await asyncio.gather(*(client.query_range(q, start, end) for q in queries))
@@ -166,7 +154,6 @@ class _State:
     source: PrometheusSource
     writer: ReadingWriter
     stats: PrometheusImport
-    period: timedelta
     tracker: ChangeTracker
     xids: LastXidTracker = field(default_factory=LastXidTracker)
     indexes: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -181,7 +168,7 @@ class _State:
         for key, at, reading in self.tracker.fold(counters, self.indexes):
             stats.changes += 1
             stats.cards.add((key.node_id, key.gpu_index))
-            self.writer.change(key, at, reading, self.period)
+            self.writer.change(key, at, reading)
         if ms.xid_metric:
             self._xids(by_name[ms.xid_metric])
 
@@ -190,11 +177,8 @@ class _State:
         no keep-alive, so change points are all it needs). A series' end is no count."""
         ms, acc = self.source.metrics, Assembly()
         values = [s for s in series if s.get("metric", {}).get(GONE) != "1"]
-        found = (self.xids.readings(acc, ms, values, self.source.node_label, self.indexes)
-                 if ms.xid_kind == "last_value" else
-                 counter_readings(acc, ms, values, self.source.node_label, self.indexes))
-        for reason, n in acc.dropped.items():
-            self.stats.dropped[reason] = self.stats.dropped.get(reason, 0) + n
+        found = xid_readings(self.xids, acc, ms, values, self.source.node_label, self.indexes)
+        self.stats.dropped.update(acc.dropped)
         for key, times in found.items():
             for at, (uuid, counts) in sorted(times.items()):
                 for code, count in counts.items():

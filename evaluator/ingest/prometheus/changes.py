@@ -34,6 +34,7 @@ from evaluator.ingest.prometheus.metricsets import (
     card_of,
     counter_value,
     counters_of,
+    selector_query,
     unknown_reason,
 )
 from evaluator.model import CardKey, Counters
@@ -45,7 +46,7 @@ Reading = tuple[str | None, Counters] | None  # None: no reading (a gap, or two 
 
 def change_query(metric: str, selector: str, step: timedelta) -> str:
     """The change-point query of one metric (module docstring)."""
-    m = f"{metric}{{{selector}}}" if selector else metric
+    m = selector_query(metric, selector)
     offset = f"{int(step.total_seconds() * 1000)}ms"
     return (f"({m} unless ({m} == ({m} offset {offset}))) or "
             f'label_replace(({m} offset {offset}) unless {m}, "{GONE}", "1", "", "")')

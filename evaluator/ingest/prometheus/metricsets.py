@@ -54,13 +54,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from evaluator.ingest.cards import MAX_COUNTER, MAX_GPU_INDEX
 from evaluator.model import CardKey, Counters
 from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, XID_METRIC, CounterKey
 
 LIMIT_POINTS: Final = 11_000  # Prometheus: "exceeded maximum resolution of 11,000 points"
 DEFAULT_MAX_POINTS: Final = 10_000  # steps per series per range query
-MAX_COUNTER: Final = 2**63 - 1
-MAX_GPU_INDEX: Final = 2**31 - 1
 # float(0x7ffffffffffffff0): DCGM_INT64_BLANK and every sentinel above it read as 2**63.
 DCGM_INT64_SENTINEL: Final = float(0x7FFFFFFFFFFFFFF0)
 
@@ -80,9 +79,13 @@ class MetricSet:
     tenant_label: str | None = None
 
     def metric_names(self) -> list[str]:
-        """The counters' metrics, then the info metric (every range query of a cycle)."""
+        """The counters' metrics, then the info metric."""
         names = [n for key in COUNTER_KEYS for n in self.counters.get(key, ())]
         return names + ([self.info_metric] if self.info_metric else [])
+
+    def query_names(self) -> list[str]:
+        """Every metric a reader asks for: :meth:`metric_names`, then the XID metric."""
+        return self.metric_names() + ([self.xid_metric] if self.xid_metric else [])
 
     def relabelled(self, *, node: str | None = None, index: str | None = None,
                    uuid: str | None = None, tenant: str | None = None) -> MetricSet:
@@ -134,7 +137,11 @@ class Assembly:
 
 
 def counter_value(text: Any) -> int | None:
-    """A Prometheus sample value as a counter, or None (unknown) when it cannot be one."""
+    """A Prometheus sample value as a counter, or None (unknown) when it cannot be one.
+
+    Read through ``float`` on purpose, unlike the scrape path's exact integers: a query answer
+    is a float64 already, and DCGM's no-data sentinels (0x7ffffffffffffff0 and up, below
+    2**63 - 1 as integers) then read as 2**63, above the BIGINT range: unknown."""
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -143,6 +150,11 @@ def counter_value(text: Any) -> int | None:
             value > MAX_COUNTER:
         return None
     return int(value)
+
+
+def selector_query(metric: str, selector: str) -> str:
+    """``metric{selector}`` (the configured extra matchers), or the bare name."""
+    return f"{metric}{{{selector}}}" if selector else metric
 
 
 def unknown_reason(text: Any) -> str:

@@ -38,11 +38,12 @@ from evaluator.ingest.prometheus.metricsets import (
     MetricSet,
     add_series,
     index_map,
+    selector_query,
 )
 from evaluator.ingest.prometheus.query import QueryLimits, QueryStats, RangeQuerier, chunks
-from evaluator.ingest.prometheus.steps import NodeTargets, step_results
+from evaluator.ingest.prometheus.steps import node_targets, step_results
 from evaluator.ingest.prometheus.window import Window, next_window
-from evaluator.ingest.prometheus.xids import LastXidTracker, XidReadings, counter_readings
+from evaluator.ingest.prometheus.xids import LastXidTracker, XidReadings, xid_readings
 from evaluator.ingest.scrape import ScrapeResult
 from evaluator.outbound import ClientOptions, client_session
 from evaluator.store.db import Database
@@ -98,7 +99,7 @@ class PrometheusSource:
         self.forget_after = forget_after
         self.status = SourceStatus()
         self.xids = LastXidTracker()
-        self._target = NodeTargets(config.url).make()
+        self._target = node_targets(config.url)
         self._session: aiohttp.ClientSession | None = None
         self._resumed = False
 
@@ -181,10 +182,9 @@ class PrometheusSource:
                              self.config.max_series)
         observe = None if self.metrics is None else self.metrics.query_duration.observe
         querier = RangeQuerier(self._session, self.config.url, limits, stats, observe)
-        names = self.ms.metric_names() + ([self.ms.xid_metric] if self.ms.xid_metric else [])
-        selector = self.config.selector
+        names = self.ms.query_names()
         results = await asyncio.gather(*(
-            querier.query_range(f"{name}{{{selector}}}" if selector else name, start, end)
+            querier.query_range(selector_query(name, self.config.selector), start, end)
             for name in names))
         return dict(zip(names, results, strict=True))
 
@@ -195,12 +195,8 @@ class PrometheusSource:
         for name in ms.metric_names():
             if name != ms.info_metric:
                 add_series(acc, ms, name, by_name[name], None, indexes)
-        xids: XidReadings = {}
-        if ms.xid_metric:
-            series = by_name[ms.xid_metric]
-            xids = (self.xids.readings(acc, ms, series, None, indexes)
-                    if ms.xid_kind == "last_value"
-                    else counter_readings(acc, ms, series, None, indexes))
+        xids = (xid_readings(self.xids, acc, ms, by_name[ms.xid_metric], None, indexes)
+                if ms.xid_metric else {})
         return acc, xids
 
     def _note_skipped(self, window: Window) -> None:

@@ -12,7 +12,6 @@ counts are known is in it with its XID counts, as in a scrape.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
@@ -24,25 +23,20 @@ from evaluator.ingest.scrape import ScrapeResult
 from evaluator.model import CardKey, Counters
 
 
-@dataclass(frozen=True, slots=True)
-class NodeTargets:
-    """Makes the pseudo-target of each node (cached: one object per node and tenant)."""
+def node_targets(base_url: str) -> Callable[[str, str | None], Target]:
+    """(node, tenant) -> the node's pseudo-target (cached: one object per node and tenant)."""
+    parts = urlsplit(base_url.rstrip("/"))
+    cache: dict[tuple[str, str | None], Target] = {}
 
-    base_url: str
+    def target(node: str, tenant: str | None) -> Target:
+        found = cache.get((node, tenant))
+        if found is None:
+            found = cache[(node, tenant)] = Target(
+                address=parts.netloc, node_id=node, tenant=tenant, scheme=parts.scheme,
+                metrics_path=f"{parts.path}#{node}")
+        return found
 
-    def make(self) -> Callable[[str, str | None], Target]:
-        parts = urlsplit(self.base_url.rstrip("/"))
-        cache: dict[tuple[str, str | None], Target] = {}
-
-        def target(node: str, tenant: str | None) -> Target:
-            found = cache.get((node, tenant))
-            if found is None:
-                found = cache[(node, tenant)] = Target(
-                    address=parts.netloc, node_id=node, tenant=tenant, scheme=parts.scheme,
-                    metrics_path=f"{parts.path}#{node}")
-            return found
-
-        return target
+    return target
 
 
 def step_results(acc: Assembly, ms: MetricSet, xids: XidReadings,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from evaluator.ingest.cards import MAX_XID
 from evaluator.ingest.prometheus.metricsets import (
     Assembly,
     MetricSet,
@@ -34,8 +35,6 @@ from evaluator.ingest.prometheus.metricsets import (
 )
 from evaluator.model import CardKey
 from gpu_health.contract import MEMORY_XIDS
-
-MAX_XID = 2**31 - 1  # the store's xid column is INTEGER
 
 # card -> time -> (uuid, xid code -> count)
 XidReadings = dict[CardKey, dict[datetime, tuple[str | None, dict[int, int]]]]
@@ -122,3 +121,12 @@ class LastXidTracker:
         for key in gone:
             self.seen.pop(key)
             self.counts.pop(key, None)
+
+
+def xid_readings(tracker: LastXidTracker, acc: Assembly, ms: MetricSet,
+                 series: Iterable[Mapping[str, Any]], node_label: str | None,
+                 indexes: Mapping[tuple[str, str], int]) -> XidReadings:
+    """The XID counts of ``series`` of the set's XID metric, whichever shape it has."""
+    if ms.xid_kind == "last_value":
+        return tracker.readings(acc, ms, series, node_label, indexes)
+    return counter_readings(acc, ms, series, node_label, indexes)

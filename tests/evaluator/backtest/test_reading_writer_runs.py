@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.backtest.history import ReadingWriter, keepalive_period
+from evaluator.backtest.history import ReadingWriter
 from evaluator.model import CardKey, Counters, Sample
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
@@ -37,27 +37,26 @@ def test_change_points_and_runs_keep_the_rows_of_every_step(
         readings: list[tuple[str, Counters] | None], step_s: int, keep_s: int,
         edges: list[int]) -> None:
     step, keepalive = timedelta(seconds=step_s), timedelta(seconds=keep_s)
-    period = keepalive_period(step, keepalive)
     every = ReadingWriter.open(None, keepalive)  # type: ignore[arg-type]  # no flush here
     for i, r in enumerate(readings):
         if r is not None:
             every.add(KEY, r[0], T0 + i * step, r[1])
-    changes = ReadingWriter.open(None, keepalive)  # type: ignore[arg-type]
+    changes = ReadingWriter.open(None, keepalive, step)  # type: ignore[arg-type]
     before: object = "start"
     for i, r in enumerate(readings):
         if r != before:
-            changes.change(KEY, T0 + i * step, r, period)
+            changes.change(KEY, T0 + i * step, r)
             before = r
         if i in edges:  # a chunk ends here: runs held up to the next step
-            changes.hold_all(T0 + (i + 1) * step, period)
-    changes.hold_all(T0 + len(readings) * step, period)
+            changes.hold_all(T0 + (i + 1) * step)
+    changes.hold_all(T0 + len(readings) * step)
     assert _rows(changes) == every.pending
 
 
 def test_a_run_is_one_entry_not_one_row_per_keepalive(tmp_path: Path) -> None:
-    writer = ReadingWriter.open(None, timedelta(minutes=5))  # type: ignore[arg-type]
-    period = keepalive_period(timedelta(minutes=1), timedelta(minutes=5))
-    writer.change(KEY, T0, ("GPU-a", Counters(0, 1)), period)
-    writer.hold_all(T0 + timedelta(days=1), period)
+    writer = ReadingWriter.open(None, timedelta(minutes=5),  # type: ignore[arg-type]
+                                timedelta(minutes=1))
+    writer.change(KEY, T0, ("GPU-a", Counters(0, 1)))
+    writer.hold_all(T0 + timedelta(days=1))
     assert len(writer.pending) == 1 and len(writer.runs) == 1
     assert len(_rows(writer)) == 288  # a row every 5 minutes for a day

@@ -1,11 +1,11 @@
 """The Prometheus source's credentials and TLS, against real HTTP servers on 127.0.0.1: a
 bearer token or basic auth from files, a custom CA for a server with a self-signed certificate
-(made here with the ``openssl`` command), and the clear failures without them."""
+(made here with the ``openssl`` command, which .ci/run installs), and the clear failures
+without them."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import ssl
 import subprocess
 from collections.abc import Iterator
@@ -83,7 +83,6 @@ def test_bearer_token_and_basic_auth_from_files(vm: str, tmp_path: Path) -> None
             proxy.stop()
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl command is missing")
 def test_a_custom_ca_verifies_the_server(vm: str, tmp_path: Path) -> None:
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",

@@ -21,7 +21,7 @@ from evaluator.ingest.prometheus.metricsets import (
     index_map,
     unknown_reason,
 )
-from evaluator.ingest.prometheus.steps import NodeTargets, step_results
+from evaluator.ingest.prometheus.steps import node_targets, step_results
 from evaluator.ingest.prometheus.window import aligned, floored, next_window
 from evaluator.ingest.prometheus.xids import LastXidTracker, counter_readings
 from evaluator.model import CardKey
@@ -201,7 +201,7 @@ def test_steps_group_cards_by_node_and_keep_xid_only_cards() -> None:
     ], None, {})
     xids = counter_readings(acc, OURS, [
         series({"gpu": "1", "uuid": "GPU-b", "node": "n1", "xid": "48"}, [(0, "1")])], None, {})
-    target = NodeTargets("http://prom:9090/").make()
+    target = node_targets("http://prom:9090/")
     out = step_results(acc, OURS, xids, target, {"n1": "team-a"})
     assert [at for at, _ in out] == [T0, T0 + 2 * STEP]  # minute 1: nothing, a gap
     first = {r.target.node_id: r for r in out[0][1]}
