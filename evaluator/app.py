@@ -13,7 +13,8 @@
 - ``on_start(hook)`` / ``on_stop(hook)``: async hooks run in order on start-up (before the
   at-start ticks, or after them with ``after_ticks=True``), in reverse order on shutdown (each
   stop hook runs even when another failed);
-- ``add_ready_check(name, fn)``: ``fn() -> str | None`` (None: ready) for /readyz.
+- ``add_ready_check(name, fn)``: ``fn() -> str | None`` (None: ready) for /readyz;
+  ``add_fact(name, fn)``: a value /readyz shows beside them (the leader's identity).
 
 ``web_app`` carries the one error middleware and the operator endpoints; ``run_tick(name)`` runs
 one tick of a loop under its catch-all (the demo and the tests use it instead of waiting).
@@ -72,6 +73,7 @@ class EvaluatorApp:
         self._loops: dict[str, Loop] = {}
         self._background: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = []
         self._ready_checks: list[tuple[str, Callable[[], str | None]]] = []
+        self._facts: list[tuple[str, Callable[[], object]]] = []
         self._start_hooks: list[Hook] = []
         self._started_hooks: list[Hook] = []
         self._stop_hooks: list[Hook] = []
@@ -92,6 +94,13 @@ class EvaluatorApp:
 
     def add_ready_check(self, name: str, check: Callable[[], str | None]) -> None:
         self._ready_checks.append((name, check))
+
+    def add_fact(self, name: str, fact: Callable[[], object]) -> None:
+        """A value /readyz shows beside the checks (e.g. which evaluator leads)."""
+        self._facts.append((name, fact))
+
+    def facts(self) -> dict[str, object]:
+        return {name: fact() for name, fact in self._facts}
 
     def on_start(self, hook: Hook, *, after_ticks: bool = False) -> None:
         (self._started_hooks if after_ticks else self._start_hooks).append(hook)

@@ -2,6 +2,64 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 logging.getLogger("asyncio").setLevel(logging.WARNING)
+
+
+import pytest  # noqa: E402
+
+from tests.postgres import PostgresServer, postgres_server  # noqa: E402
+
+if TYPE_CHECKING:
+    from evaluator.store import Database
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL cluster for the whole run (skips where it is not installed)."""
+    with postgres_server() as server:
+        yield server
+
+
+STORE_ENGINES = ("duckdb", "postgresql")
+NewDb = Callable[..., "Database"]  # the new_db fixture: new_db(name="store", **options)
+
+
+def open_store(request: pytest.FixtureRequest, engine: str, folder: Path, name: str,
+               **kwargs: object) -> Database:
+    """The store called ``name`` on ``engine``: a DuckDB file in ``folder``, or a PostgreSQL
+    database of the session's cluster (created on first use, the same one again after)."""
+    from evaluator.store import Database
+    from evaluator.store.postgres import PostgresDatabase
+
+    if engine == "duckdb":
+        return Database(folder / f"{name}.duckdb", **kwargs)  # type: ignore[arg-type]
+    server: PostgresServer = request.getfixturevalue("postgres")
+    names: dict[str, str] = server.__dict__.setdefault("names", {})
+    key = f"{folder}/{name}"
+    if key not in names:
+        names[key] = server.new_database()
+    return PostgresDatabase(server.url(names[key]), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=STORE_ENGINES)
+def new_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[NewDb]:
+    """The store on both engines (issue 13): ``new_db(name)`` opens the store called ``name``
+    (a DuckDB file in tmp_path, or a fresh PostgreSQL database of the session's cluster); the
+    same name opens the same store again. Everything opened is closed afterwards."""
+    opened: list[Database] = []
+
+    def make(name: str = "store", **kwargs: object) -> Database:
+        db = open_store(request, request.param, tmp_path, name, **kwargs)
+        opened.append(db)
+        return db
+
+    yield make
+    for db in opened:
+        with contextlib.suppress(Exception):
+            db.close()

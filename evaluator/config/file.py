@@ -22,6 +22,7 @@ import yaml
 from evaluator.config.alerting import AlertingConfig, parse_alerting, parse_external_url
 from evaluator.config.rules import DEFAULT_VERSION, RULES_DIR
 from evaluator.config.source import IngestConfig, parse_ingest
+from evaluator.config.storage import HaConfig, PostgresConfig, parse_ha, parse_storage
 from evaluator.config.targets import TargetGroup, parse_groups
 from evaluator.config.values import Checker
 from gpu_health.contract import SOURCE_REAL
@@ -38,7 +39,7 @@ RETENTION_ENV: Final = "GPU_HEALTH_RETENTION_DAYS"
 _VERSION_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _TOP_KEYS: Final = (
     "scrape", "static_configs", "file_sd_configs", "http_sd_configs", "storage", "web", "dedup",
-    "keepalive_seconds", "alerting", "rules", "api", "ingest",
+    "keepalive_seconds", "alerting", "rules", "api", "ingest", "ha",
 )
 DEFAULT_SAMPLE_LIMIT: Final = 5000
 DEFAULT_MAX_CARDS: Final = 64
@@ -105,6 +106,8 @@ class Config:
     # it scrapes an exporter driven by the fake vendor tools (fake readings are not real data).
     ingest_source: str = SOURCE_REAL
     ingest: IngestConfig = field(default_factory=IngestConfig)  # scrape, or a Prometheus source
+    postgres: PostgresConfig | None = None  # storage.url: postgresql://... (else DuckDB)
+    ha: HaConfig = field(default_factory=HaConfig)
 
     @property
     def listen_address(self) -> str:
@@ -190,14 +193,16 @@ def parse_config(
     web_raw = c.section(raw, "web", ("listen_address", "external_url"))
     host, port = _listen(c, web_raw)
     dedup_raw = c.section(raw, "dedup", ("max_entries", "idle_seconds"))
-    storage_raw = c.section(raw, "storage", ("path",))
+    storage_path, postgres = parse_storage(c, raw, base, DEFAULT_STORAGE)
     rules, tokens = _consumers(c, raw, base)
     config = Config(
         scrape=scrape,
         static_configs=tuple(static),
         file_sd_configs=_file_sd(c, raw.get("file_sd_configs"), base),
         http_sd_configs=_http_sd(c, raw.get("http_sd_configs")),
-        storage_path=_path(storage_raw, "path", base, DEFAULT_STORAGE, c, "storage.path"),
+        storage_path=storage_path,
+        postgres=postgres,
+        ha=parse_ha(c, raw, postgres),
         listen_host=host,
         listen_port=port,
         dedup=DedupConfig(
@@ -226,14 +231,9 @@ def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesCon
     if _VERSION_RE.fullmatch(active) is None:
         c.problem(f"rules.active: {active!r} is not a rule version name")
     tokens = c.optional_string(api_raw, "tokens_file", "api.tokens_file")
-    rules_dir = _path(rules_raw, "dir", base, RULES_DIR, c, "rules.dir")
+    rules_text = c.optional_string(rules_raw, "dir", "rules.dir")
+    rules_dir = RULES_DIR if rules_text is None else base / rules_text
     return RulesConfig(rules_dir, active), None if tokens is None else base / tokens
-
-
-def _path(raw: Mapping[str, Any], key: str, base: Path, default: Path, c: Checker,
-          where: str) -> Path:
-    text = c.optional_string(raw, key, where)
-    return default if text is None else base / text
 
 
 def _scrape(c: Checker, value: object) -> ScrapeConfig:

@@ -119,7 +119,7 @@ def _prometheus(c: Checker, raw: Mapping[str, Any], base: Path) -> PrometheusSou
                              100_000_000),
         max_response_bytes=c.size(raw, "max_response_bytes", f"{w}.max_response_bytes",
                                   d.max_response_bytes),
-        bearer_token=_secret(c, raw, "bearer_token_file", f"{w}.bearer_token_file", base),
+        bearer_token=secret_file(c, raw, "bearer_token_file", f"{w}.bearer_token_file", base),
         basic_auth=_basic_auth(c, raw, base),
         ca_file=_file(c, raw, "ca_file", f"{w}.ca_file", base),
         insecure_skip_verify=c.boolean(raw, "insecure_skip_verify",
@@ -155,7 +155,9 @@ def _file(c: Checker, raw: Mapping[str, Any], key: str, where: str, base: Path) 
     return path
 
 
-def _secret(c: Checker, raw: Mapping[str, Any], key: str, where: str, base: Path) -> str | None:
+def secret_file(c: Checker, raw: Mapping[str, Any], key: str, where: str,
+                base: Path) -> str | None:
+    """The stripped content of the file named by ``raw[key]`` (a problem when unreadable)."""
     path = _file(c, raw, key, where, base)
     if path is None or not path.is_file():
         return None
@@ -177,7 +179,7 @@ def _basic_auth(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[str, st
     if "bearer_token_file" in raw:
         c.problem("ingest.prometheus: set bearer_token_file or basic_auth, not both")
     user = c.string(section, "username", f"{where}.username", "")
-    password = _secret(c, section, "password_file", f"{where}.password_file", base)
+    password = secret_file(c, section, "password_file", f"{where}.password_file", base)
     if not user or password is None:
         c.problem(f"{where} needs username and password_file")
         return None

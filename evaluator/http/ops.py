@@ -45,6 +45,8 @@ class OpsHost(Protocol):
 
     def readiness(self) -> dict[str, str | None]: ...
 
+    def facts(self) -> dict[str, object]: ...
+
     def stuck_loop(self) -> str | None: ...
 
 
@@ -66,7 +68,7 @@ def add_ops_routes(app: web.Application, host: OpsHost) -> None:
 
     async def readyz(_request: web.Request) -> web.Response:
         failing = {k: v for k, v in host.readiness().items() if v}
-        return web.json_response({"ready": not failing, "not_ready": failing},
+        return web.json_response({"ready": not failing, "not_ready": failing, **host.facts()},
                                  status=503 if failing else 200)
 
     for path, handler in (("/metrics", metrics), ("/healthz", healthz), ("/readyz", readyz)):

@@ -163,6 +163,14 @@ class Ingestor:
     def evict_idle(self, now: datetime) -> int:
         return self.cache.evict_idle(now) + self.xid_cache.evict_idle(now)
 
+    def forget_nodes(self, nodes: set[str]) -> None:
+        """Drop what is remembered of these nodes (cached rows, node records): another
+        evaluator scraped them meanwhile, so the next decision reads the store again."""
+        self.cache.forget_where(lambda key: key.node_id in nodes)
+        self.xid_cache.forget_where(lambda key: key.node_id in nodes)
+        for node in nodes:
+            self._nodes.pop(node, None)
+
     def _count(self, report: CycleReport) -> None:
         m = self.metrics
         if m is None:

@@ -95,6 +95,13 @@ class RowCache(Generic[K, R]):
     def forget(self, key: K) -> None:
         self._entries.pop(key, None)
 
+    def forget_where(self, match: Callable[[K], bool]) -> int:
+        """Drop the entries whose key matches; returns how many."""
+        gone = [key for key in self._entries if match(key)]
+        for key in gone:
+            del self._entries[key]
+        return len(gone)
+
     def evict_idle(self, now: datetime) -> int:
         """Drop entries not used since ``now - idle``; returns how many were dropped."""
         cutoff = now - self.idle

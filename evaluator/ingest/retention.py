@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Final
+from typing import Any, Final
 
 from evaluator.selfmetrics import SelfMetrics
 from evaluator.store.db import Database
-from evaluator.store.maintenance import delete_samples_before_async
+from evaluator.store.maintenance import Deleted, delete_samples_before_async
 from gpu_health.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,9 @@ class Retention:
 
     def __init__(self, db: Database, *, days: int, clock: Clock,
                  metrics: SelfMetrics | None = None, every_rows: int = CLEANUP_EVERY_ROWS,
-                 timeout: float = CLEANUP_TIMEOUT_S) -> None:
+                 timeout: float = CLEANUP_TIMEOUT_S,
+                 leading: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]] | None = None
+                 ) -> None:
         if days <= 0:
             raise ValueError("retention days must be positive")  # settings guarantees this
         self.db = db
@@ -40,6 +43,9 @@ class Retention:
         self.metrics = metrics
         self.every_rows = every_rows
         self.timeout = timeout
+        # Several evaluators on one store: only the leader cleans up, under its fence
+        # (evaluator.cluster.membership.Cluster.leading; None on a follower).
+        self.leading = leading
         self.pending_rows = 0
         self.runs = 0
         self._task: asyncio.Task[None] | None = None
@@ -59,9 +65,20 @@ class Retention:
     async def run_once(self) -> None:
         """One cleanup with its own timeout and its own catch-all (it runs as a lone task)."""
         cutoff = self.clock() - timedelta(days=self.days)
-        self.runs += 1
+
+        def delete() -> Awaitable[Deleted]:
+            return delete_samples_before_async(self.db, cutoff, self.timeout)
+
         try:
-            deleted = await delete_samples_before_async(self.db, cutoff, self.timeout)
+            if self.leading is not None:
+                outcome = await self.leading(delete)
+                if outcome is None:
+                    return  # a follower: the leader cleans up
+                deleted: Deleted = outcome
+                self.runs += 1
+            else:
+                self.runs += 1
+                deleted = await delete()
         except TimeoutError:
             log.warning("retention cleanup interrupted after %.0fs (cutoff %s); will retry",
                         self.timeout, cutoff.isoformat())

@@ -33,12 +33,11 @@ def card_states(db: Database, *, now: datetime, source: str, xid_window: timedel
         params["nodes"] = list(nodes)
         where = " AND node_id IN (SELECT unnest($nodes::VARCHAR[]))"
     rows = db.fetchall(
-        f"""SELECT node_id, gpu_index, gpu_uuid, remapped_rows_pending, remapped_rows_failure,
-               remap_banks_none
+        f"""SELECT DISTINCT ON (node_id, gpu_index) node_id, gpu_index, gpu_uuid,
+               remapped_rows_pending, remapped_rows_failure, remap_banks_none
         FROM gpu_health_samples
         WHERE source = $source AND sampled_at <= $now AND sampled_at >= $since{where}
-        QUALIFY row_number() OVER (PARTITION BY node_id, gpu_index
-                                   ORDER BY sampled_at DESC) = 1""", params)
+        ORDER BY node_id, gpu_index, sampled_at DESC""", params)
     xid_params = {k: v for k, v in params.items() if k != "since"}
     xids = _recent_xids(db, xid_params | {"xsince": to_naive_utc(now - xid_window),
                                           "xids": list(MEMORY_XIDS)}, where)
@@ -50,11 +49,11 @@ def card_states(db: Database, *, now: datetime, source: str, xid_window: timedel
 def _recent_xids(db: Database, params: dict[str, object],
                  where: str) -> dict[tuple[str, int], frozenset[int]]:
     rows = db.fetchall(
-        f"""SELECT node_id, gpu_index, list(DISTINCT xid)
+        f"""SELECT node_id, gpu_index, array_agg(DISTINCT xid)
         FROM (SELECT node_id, gpu_index, xid, sampled_at, count, {XID_PREV} AS prev
               FROM {XID_TABLE}
               WHERE source = $source AND sampled_at <= $now
-                AND xid IN (SELECT unnest($xids::INTEGER[])){where})
+                AND xid IN (SELECT unnest($xids::INTEGER[])){where}) AS x
         WHERE {XID_EVENT} AND sampled_at >= $xsince
         GROUP BY node_id, gpu_index""", params)
     return {(str(n), int(i)): frozenset(int(x) for x in xs) for n, i, xs in rows}

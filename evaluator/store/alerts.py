@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
 
-import duckdb
-
 from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.durations import format_duration
@@ -59,7 +57,7 @@ _VIEW = """
 SELECT a.id, a.node_id, a.tenant, a.opened_at, a.last_sent_at, a.closed_at, a.closed_by,
        a.close_reason, a.prediction_id, p.gpu_index, p.gpu_uuid, p.rule_version,
        p.window_days, p.t0, p.window_end, p.signal, p.layer, p.evidence, p.status, p.outcome,
-       (SELECT list(DISTINCT o.gpu_index ORDER BY o.gpu_index) FROM gpu_health_predictions o
+       (SELECT array_agg(DISTINCT o.gpu_index ORDER BY o.gpu_index) FROM gpu_health_predictions o
         WHERE o.node_id = a.node_id AND o.source = 'real' AND o.status IN ('pending', 'hit')
           AND o.window_end > $now) AS gpus
 FROM gpu_health_alerts a
@@ -136,10 +134,13 @@ def _audit(db: Database, now: datetime, actor: str, action: str,
     if not rows:
         return
     db.execute(
+        # seq: the order of entries written at the same instant (newest first when listed)
         "INSERT INTO gpu_health_alert_audit (happened_at, actor, action, node_id, alert_id, "
-        "reason) SELECT $at, $actor, $action, unnest($nodes::VARCHAR[]), unnest($ids::VARCHAR[]), "
-        "unnest($reasons::VARCHAR[])",
+        "reason, seq) SELECT $at, $actor, $action, unnest($nodes::VARCHAR[]), "
+        "unnest($ids::VARCHAR[]), unnest($reasons::VARCHAR[]), (SELECT coalesce(max(seq), 0) "
+        "FROM gpu_health_alert_audit) + unnest($ords::BIGINT[])",
         {"at": to_naive_utc(now), "actor": actor, "action": action,
+         "ords": list(range(1, len(rows) + 1)),
          "nodes": [r[0] for r in rows], "ids": [r[1] for r in rows],
          "reasons": [r[2] for r in rows]},
     )
@@ -191,7 +192,7 @@ def _retry_conflicts(fn: Callable[[], T]) -> T:
         try:
             return fn()
         except StoreError as exc:
-            if not isinstance(exc.__cause__, duckdb.TransactionException) or attempt == _ATTEMPTS:
+            if exc.reason != "conflict" or attempt == _ATTEMPTS:
                 raise
     raise AssertionError("unreachable")
 
@@ -252,7 +253,7 @@ def audit_log(db: Database, node_id: str | None = None, limit: int = 100) -> lis
     where, params = ("WHERE node_id = $node", {"node": node_id}) if node_id else ("", {})
     rows = db.fetchall(
         f"SELECT happened_at, actor, action, node_id, alert_id, reason "
-        f"FROM gpu_health_alert_audit {where} ORDER BY happened_at DESC, rowid DESC LIMIT $limit",
+        f"FROM gpu_health_alert_audit {where} ORDER BY happened_at DESC, seq DESC LIMIT $limit",
         {**params, "limit": limit})
     return [AuditEntry(from_naive_utc(at), str(actor), str(action), str(node), str(aid),
                        str(reason)) for at, actor, action, node, aid, reason in rows]

@@ -242,7 +242,7 @@ def ecc_boundaries(
     rows = db.fetchall(
         """
         WITH b AS (SELECT unnest(generate_series($start::TIMESTAMP, $end::TIMESTAMP,
-                                                 INTERVAL 1 HOUR)) AS at),
+                                                 INTERVAL '1 hour')) AS at),
              s AS (SELECT sampled_at, gpu_uuid, ecc_corrected_total, ecc_uncorrected_total
                    FROM gpu_health_samples
                    WHERE node_id = $node AND gpu_index = $gpu AND source = $source

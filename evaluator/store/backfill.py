@@ -42,17 +42,17 @@ _PEND: Final = """
     SELECT *, CASE WHEN use_trail THEN trail_start ELSE cov END AS days_end,
            CASE WHEN use_trail THEN NULL WHEN use_lead THEN cov ELSE t0 END AS tail_from
     FROM (SELECT *, lead_end <= cov AS use_lead,
-                 matured AND lead_end <= cov AND trail_start + INTERVAL 1 DAY <= $sealed
+                 matured AND lead_end <= cov AND trail_start + INTERVAL '1 day' <= $sealed
                      AS use_trail
           FROM (SELECT id, node_id, gpu_index, gpu_uuid, source, rule_version, t0, window_end,
                        uncorrected_at_t0 AS unc0, least(window_end, $now) AS upto,
                        window_end <= $now AS matured,
-                       date_trunc('day', t0) + INTERVAL 1 DAY AS lead_end,
+                       date_trunc('day', t0) + INTERVAL '1 day' AS lead_end,
                        date_trunc('day', window_end) AS trail_start,
                        least($sealed, date_trunc('day', least(window_end, $now)
-                                                 + INTERVAL 1 MICROSECOND)) AS cov
+                                                 + INTERVAL '1 microsecond')) AS cov
                 FROM gpu_health_predictions
-                WHERE status = 'pending' AND t0 < $now))"""
+                WHERE status = 'pending' AND t0 < $now) AS p0) AS p1"""
 
 _PENDING_VERSIONS: Final = f"""
 SELECT p.rule_version, min(p.tail_from), any_value(r.params_json), min(p.lead_end)
@@ -72,21 +72,21 @@ xev AS (
         SELECT x.node_id, x.gpu_index, x.source, x.gpu_uuid, x.xid, x.sampled_at, x.count,
                {XID_PREV} AS prev
         FROM {XID_TABLE} x
-        SEMI JOIN xcand c ON c.node_id = x.node_id AND c.gpu_index = x.gpu_index
-                         AND c.source = x.source AND c.xid = x.xid
-        WHERE x.sampled_at <= $now
-    )
+        WHERE x.sampled_at <= $now AND EXISTS (
+            SELECT 1 FROM xcand c WHERE c.node_id = x.node_id AND c.gpu_index = x.gpu_index
+                                    AND c.source = x.source AND c.xid = x.xid)
+    ) AS xs
     WHERE {XID_EVENT}
 ),
 xhits AS (
     -- the first event in the window; same instant: the lowest code, so the text is stable
-    SELECT c.id, e.sampled_at AS xid_at, e.xid, e.before, e.count AS after
+    SELECT DISTINCT ON (c.id) c.id, e.sampled_at AS xid_at, e.xid, e.before, e.count AS after
     FROM xcand c
     JOIN xev e
       ON e.node_id = c.node_id AND e.gpu_index = c.gpu_index AND e.source = c.source
      AND e.xid = c.xid AND e.gpu_uuid IS NOT DISTINCT FROM c.gpu_uuid
      AND e.sampled_at > c.t0 AND e.sampled_at <= c.upto
-    QUALIFY row_number() OVER (PARTITION BY c.id ORDER BY e.sampled_at, e.xid) = 1
+    ORDER BY c.id, e.sampled_at, e.xid
 )"""
 
 _NO_XID_HITS: Final = """
@@ -116,7 +116,7 @@ _RAW_SEGS: Final = f"""
         FROM pend p JOIN gpu_health_samples s
           ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.source = p.source
          AND s.sampled_at > p.t0 AND s.sampled_at >= p.tail_from AND s.sampled_at <= p.upto
-        WHERE s.sampled_at >= $lo AND s.sampled_at <= $now)
+        WHERE s.sampled_at >= $lo AND s.sampled_at <= $now) AS r
     GROUP BY id, gpu_uuid"""
 
 _OBSERVE: Final = f"""

@@ -40,7 +40,7 @@ def expand_segments(db: Database, start: datetime, end: datetime, period: timede
         SELECT node_id, gpu_index, NULL, '{SOURCE_REAL}', ts, unc, corr, NULL, NULL, NULL FROM (
             SELECT node_id, gpu_index, unc, corr, unnest(generate_series(
                 first_at + to_microseconds(
-                    greatest(0, (epoch_us($a) - epoch_us(first_at) + $p - 1) // $p) * $p),
+                    greatest(0, ((epoch_us($a) - epoch_us(first_at) + $p - 1) // $p)) * $p),
                 least(last_at, $a + to_microseconds($span - 1)),
                 to_microseconds($p))) AS ts
             FROM bt_segments

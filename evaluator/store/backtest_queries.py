@@ -40,8 +40,9 @@ _ACTIVE: Final = """WITH cards AS ({changing}),
                    min(remapped_rows_pending) AS p_lo, max(remapped_rows_pending) AS p_hi,
                    min(retired_pages) AS r_lo, max(retired_pages) AS r_hi,
                    max(ecc_uncorrected_total) AS u_hi, max(remapped_rows_failure) AS f_hi
-            FROM gpu_health_samples s SEMI JOIN cards c USING (node_id, gpu_index)
-            WHERE source = $source
+            FROM gpu_health_samples s
+            WHERE source = $source AND EXISTS (SELECT 1 FROM cards c
+                WHERE c.node_id = s.node_id AND c.gpu_index = s.gpu_index)
             GROUP BY node_id, gpu_index, epoch_us(sampled_at) // $w
         ),
         w AS (
@@ -68,7 +69,7 @@ _ACTIVE: Final = """WITH cards AS ({changing}),
         SELECT node_id, gpu_index, kind, min(k), max(k) + 1 FROM (
             SELECT *, k - row_number() OVER (PARTITION BY node_id, gpu_index, kind ORDER BY k)
                    AS run
-            FROM act)
+            FROM act) AS a
         GROUP BY node_id, gpu_index, kind, run ORDER BY 1, 2, 3, 4"""
 
 # The uncorrectable-ECC increase points of the cards of a CTE ``cand`` (node_id, gpu_index,
@@ -83,10 +84,10 @@ ECC_INCREASES: Final = """
                    PARTITION BY s.node_id, s.gpu_index, s.gpu_uuid ORDER BY s.sampled_at
                ) AS prev
         FROM gpu_health_samples s
-        SEMI JOIN cand c ON c.node_id = s.node_id AND c.gpu_index = s.gpu_index
-                        AND c.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid
         WHERE s.source = $source AND s.sampled_at >= $since AND s.sampled_at <= $until
-          AND s.ecc_uncorrected_total IS NOT NULL)
+          AND s.ecc_uncorrected_total IS NOT NULL AND EXISTS (
+              SELECT 1 FROM cand c WHERE c.node_id = s.node_id AND c.gpu_index = s.gpu_index
+                                     AND c.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid)) AS r
     WHERE unc > prev"""
 
 

@@ -10,28 +10,53 @@ Every statement goes through :meth:`Database.execute`, which counts it (the dedu
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
 
 from evaluator.store.rollup_sql import SEALED_MEMO, STATE
-from evaluator.store.schema import MIGRATIONS
+from evaluator.store.schema import MIGRATIONS, Only
 from gpu_health.clock import from_naive_utc, system_clock, to_naive_utc
 from gpu_health.errors import StoreError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+MIGRATION_LOCK = 0x6770_7568_6561  # advisory-lock key: one evaluator migrates at a time
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A statement's rows, read before its connection went back (PostgreSQL)."""
+
+    rows: list[Any]
+    rowcount: int
+
+    def fetchall(self) -> list[Any]:
+        return self.rows
+
+    def fetchone(self) -> Any:
+        return self.rows[0] if self.rows else None
 
 
 class Database:
-    """One DuckDB file (or ``:memory:``), migrated on open."""
+    """One DuckDB file (or ``:memory:``), migrated on open. The base of
+    :class:`~evaluator.store.postgres.PostgresDatabase`: statements, transactions, migrations
+    and the thread pool are the same; ``engine`` says which SQL dialect runs."""
+
+    engine = "duckdb"
+    # False: this process is the only writer (DuckDB: one process per file), so a store module
+    # may keep a value in step with its table in ``memo``. True (PostgreSQL): other evaluators
+    # write too, so such values are read again in the transaction that relies on them.
+    shared = False
 
     def __init__(self, path: str | Path, *, read_only: bool = False, threads: int = 2) -> None:
         self.path = str(path)
@@ -41,16 +66,19 @@ class Database:
             self._con = duckdb.connect(self.path, read_only=read_only)
         except duckdb.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}", reason="open") from exc
+        self._setup_common(threads)
+        if not read_only:
+            self.migrate()
+            self.read_memo()  # now, so the first ingest cycle costs no extra statement
+
+    def _setup_common(self, threads: int) -> None:
         self._local = threading.local()
         self._lock = threading.Lock()
         self.statements = 0
         # Values a store module keeps in step with its own table (one process per DuckDB file),
         # e.g. the rollup watermark, so the write path decides without a statement.
         self.memo: dict[str, Any] = {}
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckdb")
-        if not read_only:
-            self.migrate()
-            self.read_memo()  # now, so the first ingest cycle costs no extra statement
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="store")
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -70,7 +98,9 @@ class Database:
             return self.cursor().execute(sql, params) if params is not None else \
                 self.cursor().execute(sql)
         except duckdb.Error as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}", reason="query") from exc
+            reason = "conflict" if isinstance(exc, duckdb.TransactionException | \
+                                              duckdb.ConstraintException) else "query"
+            raise StoreError(f"{type(exc).__name__}: {exc}", reason=reason) from exc
 
     def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[Any]:
         result: list[Any] = self.execute(sql, params).fetchall()
@@ -78,6 +108,12 @@ class Database:
 
     def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         return self.execute(sql, params).fetchone()
+
+    def modify(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> int:
+        """Run an INSERT, UPDATE or DELETE; return how many rows it changed (DuckDB answers
+        with one row holding the count)."""
+        row = self.fetchone(sql, params)
+        return int(row[0]) if row else 0
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -92,29 +128,60 @@ class Database:
             finally:
                 self._local.depth = depth
             return
-        self.execute("BEGIN TRANSACTION")
         self._local.depth = 1
+        try:
+            self._begin()
+        except BaseException:
+            self._local.depth = 0
+            raise
         try:
             yield
         except BaseException:
             self.memo.clear()  # a store module may have noted a value this rollback undoes
-            try:
-                self.cursor().execute("ROLLBACK")
-            except duckdb.Error:
-                log.exception("rollback failed")
-            raise
-        finally:
             self._local.depth = 0
+            self._end(commit=False)
+            raise
+        self._local.depth = 0
         try:
-            self.execute("COMMIT")
+            self._end(commit=True)
         except StoreError:
             self.memo.clear()  # a failed commit undid the transaction, notes included
             raise
 
+    def _begin(self) -> None:
+        self.execute("BEGIN TRANSACTION")
+
+    def _end(self, commit: bool) -> None:
+        if commit:
+            self.execute("COMMIT")
+            return
+        try:
+            self.cursor().execute("ROLLBACK")
+        except duckdb.Error:
+            log.exception("rollback failed")
+
+    @contextmanager
+    def locked(self, key: int) -> Iterator[None]:
+        """A transaction that runs alone among this database's writers (DuckDB: one process per
+        file, so the transaction is enough)."""
+        del key
+        with self.transaction():
+            yield
+
+    def interrupter(self) -> Callable[[], None]:
+        """Called on a store thread: a function any thread may call to interrupt the statement
+        that thread is running (a retention run past its time)."""
+        return self.cursor().interrupt
+
+    def compat(self) -> None:
+        """Engine-specific definitions the shared statements need: none on DuckDB."""
+
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store call on the database thread pool, from async code."""
+        """Run a blocking store call on the database thread pool, from async code. The caller's
+        context goes along (the leader's fence, :data:`evaluator.store.postgres.FENCE`)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, *args)
+        ctx = contextvars.copy_context()
+        return await loop.run_in_executor(self._executor, ctx.run, fn, *args)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
@@ -132,18 +199,31 @@ class Database:
 
     def migrate(self) -> list[int]:
         """Apply every migration not yet recorded; return the versions applied now."""
-        self.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            "version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
-            "applied_at TIMESTAMP NOT NULL)"
-        )
+        with self.locked(MIGRATION_LOCK):
+            self.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
+                "applied_at TIMESTAMP NOT NULL)"
+            )
+            self.compat()
         done = {row[0] for row in self.fetchall("SELECT version FROM schema_migrations")}
+        newest = max((m[0] for m in MIGRATIONS), default=0)
+        if done and max(done) > newest:
+            raise StoreError(f"the store at {self.path} has schema version {max(done)}, newer "
+                             f"than this evaluator knows ({newest}): upgrade the evaluator, or "
+                             "point it at another store", reason="schema")
         applied: list[int] = []
         for version, description, statements in MIGRATIONS:
             if version in done:
                 continue
-            with self.transaction():
+            with self.locked(MIGRATION_LOCK):
+                if self.fetchone("SELECT 1 FROM schema_migrations WHERE version = ?", [version]):
+                    continue  # another evaluator applied it while this one waited
                 for statement in statements:
+                    if isinstance(statement, Only):
+                        if statement.engine != self.engine:
+                            continue
+                        statement = statement.sql
                     self.execute(statement)
                 self.execute(
                     "INSERT INTO schema_migrations VALUES (?, ?, ?)",

@@ -65,7 +65,7 @@ def card_features(
         values = _params(part, slices, source, params) | _hour_counts(db, part[0], params)
         if cards is not None:
             values |= {"card_nodes": [c[0] for c in cards], "card_idx": [c[1] for c in cards]}
-        rows = db.fetchall(build_sql(params, len(slices), cards is not None), values)
+        rows = db.fetchall(build_sql(params, len(slices), cards is not None, db.engine), values)
         result += [_row_to_features(row, source, params) for row in rows]
     return result
 

@@ -13,12 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-import duckdb
 
 from evaluator.store import rollups
 from evaluator.store.db import Database
@@ -77,27 +74,26 @@ def delete_samples_before(db: Database, cutoff: datetime) -> Deleted:
     """Retention: delete samples and XID samples (both sources) sampled strictly before
     ``cutoff``, in one transaction (an interrupted run deletes nothing)."""
     with db.transaction():
-        # DuckDB answers a DELETE with one row holding the number of rows it removed.
-        result = db.fetchall(
+        deleted = db.modify(
             "DELETE FROM gpu_health_samples WHERE sampled_at < ?", [to_naive_utc(cutoff)]
         )
         rollups.after_retention(db, cutoff)
         xids = delete_xid_samples_before(db, cutoff)
-    return Deleted(int(result[0][0]) if result else 0, xids)
+    return Deleted(deleted, xids)
 
 
 async def delete_samples_before_async(db: Database, cutoff: datetime,
                                       timeout: float) -> Deleted:
     """:func:`delete_samples_before` with a timeout that interrupts the query on expiry.
 
-    Raises ``TimeoutError`` after interrupting the statement if it had started (DuckDB then
+    Raises ``TimeoutError`` after interrupting the statement if it had started (the store then
     rolls it back; the next run starts over). The database thread is free again on return.
     """
-    running: dict[str, Any] = {}
+    running: dict[str, Callable[[], None]] = {}
     started = threading.Event()
 
     def work() -> Deleted:
-        running["cursor"] = db.cursor()
+        running["interrupt"] = db.interrupter()
         started.set()
         return delete_samples_before(db, cutoff)
 
@@ -105,9 +101,8 @@ async def delete_samples_before_async(db: Database, cutoff: datetime,
     try:
         return await asyncio.wait_for(asyncio.shield(task), timeout)
     except TimeoutError:
-        cursor = running.get("cursor")
-        if started.is_set() and isinstance(cursor, duckdb.DuckDBPyConnection):
-            cursor.interrupt()
+        if started.is_set():
+            running["interrupt"]()
         with contextlib.suppress(StoreError):
             await task  # let the interrupted statement finish unwinding before returning
         raise
@@ -117,13 +112,13 @@ def purge_simulated(db: Database) -> int:
     """Delete every ``source='simulated'`` sample, XID sample and prediction; real rows are never
     touched. Returns the number of (non-XID) sample rows deleted."""
     with db.transaction():
-        samples = db.fetchall(
+        samples = db.modify(
             "DELETE FROM gpu_health_samples WHERE source = ?", [SOURCE_SIMULATED]
         )
         db.execute(f"DELETE FROM {XID_TABLE} WHERE source = ?", [SOURCE_SIMULATED])
         db.execute("DELETE FROM gpu_health_predictions WHERE source = ?", [SOURCE_SIMULATED])
         rollups.after_purge(db, SOURCE_SIMULATED)
-    return int(samples[0][0]) if samples else 0
+    return samples
 
 
 def count_samples(db: Database, source: str | None = None) -> int:

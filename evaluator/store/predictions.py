@@ -8,8 +8,10 @@ Multi-instance safety (reference "多实例与租户隔离") rests on two store 
   one instance's decision lands.
 DuckDB uses optimistic concurrency: when two cursors write the same row at the same moment, the
 second statement fails with a TransactionException ("Conflict on update", or a primary-key
-violation at commit) instead of waiting. The statements here are idempotent, so they are simply
-re-run: the retry sees the winner's row and does nothing to it.
+violation at commit) instead of waiting; PostgreSQL waits, and reports only a deadlock or a
+serialization failure. The store reports all of them as ``reason="conflict"``. The statements
+here are idempotent, so they are simply re-run: the retry sees the winner's row and does
+nothing to it.
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-import duckdb
 
 from evaluator.rules.model import Decision
 from evaluator.rules.outcome import Outcome
@@ -60,9 +60,7 @@ def run_idempotent(db: Database, sql: str, params: Sequence[Any] | dict[str, Any
         try:
             return db.fetchall(sql, params)
         except StoreError as exc:
-            conflict = isinstance(exc.__cause__,
-                                  duckdb.TransactionException | duckdb.ConstraintException)
-            if not conflict or attempt == _ATTEMPTS:
+            if exc.reason != "conflict" or attempt == _ATTEMPTS:
                 raise
             log.info("write conflict with a concurrent writer (attempt %d), re-running: %s",
                      attempt, exc)
@@ -82,8 +80,9 @@ _INSERT = """
 INSERT INTO gpu_health_predictions
     (id, node_id, gpu_index, gpu_uuid, source, rule_version, window_days, t0, window_end,
      predicted_at, signal, layer, evidence, uncorrected_at_t0, status)
-SELECT n.id, n.node_id, n.gpu_index, n.gpu_uuid, n.source, $version, $window_days, n.t0,
-       n.t0 + to_days($window_days), $now, n.signal, n.layer, n.evidence, n.unc0, 'pending'
+SELECT n.id, n.node_id, n.gpu_index, n.gpu_uuid, n.source, $version::VARCHAR,
+       $window_days::INTEGER, n.t0, n.t0 + to_days($window_days::INTEGER), $now::TIMESTAMP,
+       n.signal, n.layer, n.evidence, n.unc0, 'pending'
 FROM (
     SELECT unnest($ids::VARCHAR[]) AS id, unnest($nodes::VARCHAR[]) AS node_id,
            unnest($indexes::INTEGER[]) AS gpu_index, unnest($uuids::VARCHAR[]) AS gpu_uuid,
@@ -96,7 +95,7 @@ WHERE NOT EXISTS (
     -- tick and floods the precision denominator
     SELECT 1 FROM gpu_health_predictions p
     WHERE p.node_id = n.node_id AND p.gpu_index = n.gpu_index AND p.source = n.source
-      AND p.rule_version = $version AND p.window_end > n.t0
+      AND p.rule_version = $version::VARCHAR AND p.window_end > n.t0
 )
 ON CONFLICT DO NOTHING
 RETURNING id, node_id, gpu_index, gpu_uuid, source, rule_version, window_days, t0, window_end,

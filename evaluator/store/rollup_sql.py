@@ -73,33 +73,33 @@ CORR_HOURS: Final = "list_value({}) AS corr_hours".format(", ".join(
     f"count(ecc_corrected_total) FILTER (WHERE hour(sampled_at) = {h})" for h in range(24)))
 
 # Raw rows in [$lo, $hi) summarised per series and day (the sealing statement's body); {cards}:
-# an optional semi-join restricting the series, {part}: an optional extra condition.
+# an optional EXISTS condition restricting the series, {part}: an optional extra condition.
 DAY_SEGMENTS: Final = f"""
 SELECT {SERIES}, day, {AGGREGATE}, {CORR_HOURS}
 FROM (
     SELECT *, date_trunc('day', sampled_at) AS day,
            {_DAY_PREV} AS prev
-    FROM gpu_health_samples s{{cards}}
-    WHERE sampled_at >= $lo AND sampled_at < $hi{{part}}
-)
+    FROM gpu_health_samples s
+    WHERE sampled_at >= $lo AND sampled_at < $hi{{part}}{{cards}}
+) AS d
 GROUP BY {SERIES}, day"""
 
 # Segments of every series of $source in the period [$since, $until]: the sealed days inside it
 # ([$dlo, $dhi)), and the raw rows of the rest ([$since, $dlo) and [$dhi, $until]) per day.
-# {nodes}: an optional node filter; {cards}: an optional semi-join of the series (alias g) to a
+# {nodes}: an optional node filter; {cards}: an optional EXISTS test of the series (alias g) in a
 # relation ``cand`` (node_id, gpu_index, gpu_uuid), applied before the raw rows' window pass.
 PERIOD_SEGMENTS: Final = f"""
-    SELECT {SERIES}, {FIELD_LIST} FROM {DAYS} g{{cards}}
-    WHERE source = $source AND day >= $dlo AND day < $dhi{{nodes}}
+    SELECT {SERIES}, {FIELD_LIST} FROM {DAYS} g
+    WHERE source = $source AND day >= $dlo AND day < $dhi{{nodes}}{{cards}}
     UNION ALL
     SELECT {SERIES}, {AGGREGATE} FROM (
         SELECT g.*, {_DAY_PREV} AS prev
-        FROM gpu_health_samples g{{cards}}
+        FROM gpu_health_samples g
         WHERE source = $source AND sampled_at >= $since AND sampled_at <= $until
-          AND NOT (sampled_at >= $dlo AND sampled_at < $dhi){{nodes}})
+          AND NOT (sampled_at >= $dlo AND sampled_at < $dhi){{nodes}}{{cards}}) AS r
     GROUP BY {SERIES}, date_trunc('day', sampled_at)"""
-CAND: Final = (" SEMI JOIN cand c ON c.node_id = g.node_id AND c.gpu_index = g.gpu_index"
-               " AND c.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid")
+CAND: Final = (" AND EXISTS (SELECT 1 FROM cand c WHERE c.node_id = g.node_id"
+               " AND c.gpu_index = g.gpu_index AND c.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid)")
 
 # Over a relation {segs} (key columns {key}, segment fields): per key, the first increase point
 # of the known uncorrectable counts, with the counts before and after it.
@@ -113,7 +113,7 @@ FIRST_INCREASE: Final = """
         SELECT {key}, unc_first_at, prev_last, unc_first FROM (
             SELECT {key}, unc_first_at, unc_first,
                    lag(unc_last) OVER (PARTITION BY {key} ORDER BY unc_first_at) AS prev_last
-            FROM {segs} WHERE unc_first_at IS NOT NULL)
+            FROM {segs} WHERE unc_first_at IS NOT NULL) AS l
         WHERE unc_first > prev_last
-    )
+    ) AS e
     GROUP BY {key}"""

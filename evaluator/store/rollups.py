@@ -62,8 +62,9 @@ def day_floor(at: datetime) -> datetime:
 
 def sealed_until(db: Database) -> datetime | None:
     """The watermark (aware UTC): every day before it is summarised. None: nothing sealed yet.
-    Read once per process (``db.memo``), then kept in step by :func:`seal`."""
-    if SEALED_MEMO not in db.memo:  # cleared by a rollback
+    Read once per process (``db.memo``), then kept in step by :func:`seal`; on a shared store
+    (PostgreSQL: another evaluator seals) read from the table every time."""
+    if db.shared or SEALED_MEMO not in db.memo:  # cleared by a rollback
         db.read_memo()
     value: datetime | None = db.memo[SEALED_MEMO]
     return value
@@ -100,6 +101,20 @@ def seal(db: Database, now: datetime) -> int:
         return _seal(db, now)
 
 
+def hold_watermark(db: Database) -> None:
+    """Inside a transaction writing samples to a shared store: keep the watermark where it is
+    until this transaction ends. A seal (:func:`_seal`) waits for the inserting transactions
+    before it summarises (so it sees their rows), and an insert waiting on a seal then reads the
+    new watermark and re-summarises a day sealed meanwhile. DuckDB: one process, nothing to do."""
+    if db.shared:
+        db.execute(f"LOCK TABLE {STATE} IN SHARE MODE")
+
+
+def _seal_lock(db: Database) -> None:
+    if db.shared:  # conflicts with hold_watermark's SHARE lock and with itself
+        db.execute(f"LOCK TABLE {STATE} IN SHARE ROW EXCLUSIVE MODE")
+
+
 def _seal(db: Database, now: datetime) -> int:
     target = day_floor(now - GRACE)
     start = sealed_until(db)
@@ -113,6 +128,7 @@ def _seal(db: Database, now: datetime) -> int:
     while start < target:
         end = min(start + step * DAY, target)
         with db.transaction():
+            _seal_lock(db)
             _summarise(db, start, end, parts)
             _set_watermark(db, end)
         days += (end - start) // DAY
@@ -175,8 +191,9 @@ def after_insert(db: Database, rows: Iterable[tuple[str, str, int, datetime]]) -
         DELETE FROM {DAYS} d WHERE EXISTS (SELECT 1 FROM touched t
             WHERE t.source = d.source AND t.node_id = d.node_id AND t.gpu_index = d.gpu_index
               AND t.day = d.day)""", keys)
-    semi = (" SEMI JOIN touched t ON t.source = s.source AND t.node_id = s.node_id"
-            " AND t.gpu_index = s.gpu_index AND t.day = date_trunc('day', s.sampled_at)")
+    semi = (" AND EXISTS (SELECT 1 FROM touched t WHERE t.source = s.source"
+            " AND t.node_id = s.node_id AND t.gpu_index = s.gpu_index"
+            " AND t.day = date_trunc('day', s.sampled_at))")
     db.execute(f"{_RESUMMARISE} INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards=semi, part='')}",
                keys | span)
     db.execute(f"""{_RESUMMARISE}
@@ -220,6 +237,7 @@ __all__ = [
     "after_retention",
     "covered",
     "day_floor",
+    "hold_watermark",
     "late",
     "seal",
     "sealed_until",

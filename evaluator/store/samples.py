@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Final
 
 from evaluator.model import CardKey, Counters, RemapDetails, Sample
 from evaluator.store import rollups
@@ -61,10 +62,11 @@ def insert_samples(db: Database, samples: Sequence[Sample]) -> int:
         f"unnest(${i + 1}::{cast}[])" for i, cast in enumerate(casts)
     )
     sql = f"INSERT INTO gpu_health_samples ({_COLUMN_LIST}) SELECT {selects}"
-    if not rollups.late(db, (s.sampled_at for s in samples)):
+    if not db.shared and not rollups.late(db, (s.sampled_at for s in samples)):
         db.execute(sql, columns)  # the steady state: one statement
         return len(samples)
     with db.transaction():  # rows for a sealed day: its rollups are redone with them
+        rollups.hold_watermark(db)
         db.execute(sql, columns)
         rollups.after_insert(db, ((s.key.source, s.key.node_id, s.key.gpu_index, s.sampled_at)
                                   for s in samples))
@@ -95,15 +97,15 @@ def latest_rows(
         params.append(to_naive_utc(since))
     rows = db.fetchall(
         f"""
-        SELECT {", ".join("s." + c for c in _COLUMNS)}
+        SELECT DISTINCT ON (s.node_id, s.gpu_index, s.source)
+               {", ".join("s." + c for c in _COLUMNS)}
         FROM gpu_health_samples s
         JOIN (SELECT DISTINCT unnest($1::VARCHAR[]) AS node_id,
                      unnest($2::INTEGER[]) AS gpu_index,
                      unnest($3::VARCHAR[]) AS source) k
           ON s.node_id = k.node_id AND s.gpu_index = k.gpu_index AND s.source = k.source
         {bound}
-        QUALIFY row_number() OVER (
-            PARTITION BY s.node_id, s.gpu_index, s.source ORDER BY s.sampled_at DESC) = 1
+        ORDER BY s.node_id, s.gpu_index, s.source, s.sampled_at DESC
         """,
         params,
     )
@@ -138,6 +140,14 @@ def insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: t
     for an unchanged reading, :mod:`evaluator.backtest.history`). Returns the count."""
     if not runs:
         return 0
+    if db.shared:
+        with db.transaction():
+            rollups.hold_watermark(db)
+            return _insert_runs(db, runs, period)
+    return _insert_runs(db, runs, period)
+
+
+def _insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: timedelta) -> int:
     if rollups.late(db, (last for _, last in runs)):  # a sealed day: the row-by-row path
         rows = [Sample(s.key, s.gpu_uuid, s.sampled_at + k * period, s.counters, s.remap)
                 for s, last in runs for k in range((last - s.sampled_at) // period + 1)]
@@ -154,11 +164,18 @@ def insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: t
     staged = ", ".join(f"unnest(${i + 1}::{cast}[]) AS {name}"
                        for i, (cast, name) in enumerate(zip(casts, names, strict=True)))
     step_us = period // timedelta(microseconds=1)
-    row = db.fetchone(
+    return db.modify(
         f"""INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
                 {", ".join(COUNTER_KEYS)})
         SELECT node_id, gpu_index, gpu_uuid, source,
-               unnest(generate_series(first_at, last_at, to_microseconds({int(step_us)}))),
+               {_SERIES[db.engine].format(step_us=int(step_us))},
                {", ".join(COUNTER_KEYS)}
-        FROM (SELECT {staged})""", columns)
-    return int(row[0])
+        FROM (SELECT {staged}) AS runs""", columns)
+
+
+# The times of a run, one row each: DuckDB's generate_series is a list function (unnested here),
+# PostgreSQL's a set-returning function allowed in the select list.
+_SERIES: Final = {
+    "duckdb": "unnest(generate_series(first_at, last_at, to_microseconds({step_us})))",
+    "postgresql": "generate_series(first_at, last_at, to_microseconds({step_us}))",
+}

@@ -7,6 +7,7 @@ Rules that users rely on:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from evaluator.store.rollup_sql import DAYS, EDGES, FIELD_COLUMNS, STATE
@@ -14,7 +15,17 @@ from gpu_health.contract import COUNTER_KEYS, REMAP_KEYS
 
 _COUNTER_COLUMNS = ",\n    ".join(f"{key} BIGINT" for key in COUNTER_KEYS)
 
-MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
+
+
+@dataclass(frozen=True, slots=True)
+class Only:
+    """A statement for one engine (``duckdb`` or ``postgresql``): an index one of them needs."""
+
+    engine: str
+    sql: str
+
+
+MIGRATIONS: Final[tuple[tuple[int, str, tuple[str | Only, ...]], ...]] = (
     (
         1,
         "samples, predictions, rule versions, nodes",
@@ -160,6 +171,63 @@ CREATE TABLE {EDGES} (
     {FIELD_COLUMNS}
 )""",
             f"CREATE TABLE {STATE} (sealed_until TIMESTAMP NOT NULL)",
+        ),
+    ),
+    (
+        6,
+        "several evaluators on one store: leader lease, members, audit order, PostgreSQL indexes",
+        (
+            # One row per lease (name 'leader'). The holder renews it before expires_at; a
+            # candidate takes it only once expired, and every takeover increments token, the
+            # fencing token the leader's writes check in their own transaction (docs/ha.md).
+            # Times are the database's clock, so evaluators' clocks may disagree.
+            """
+CREATE TABLE gpu_health_leases (
+    name VARCHAR PRIMARY KEY,
+    holder VARCHAR NOT NULL,
+    token BIGINT NOT NULL,
+    acquired_at TIMESTAMP NOT NULL,
+    renewed_at TIMESTAMP NOT NULL,
+    expires_at TIMESTAMP NOT NULL
+)""",
+            # Live evaluators: each heartbeats its row; scrape targets go to the live ones by
+            # rendezvous hashing (evaluator/cluster/assign.py).
+            """
+CREATE TABLE gpu_health_members (
+    member_id VARCHAR PRIMARY KEY,
+    address VARCHAR,
+    started_at TIMESTAMP NOT NULL,
+    heartbeat_at TIMESTAMP NOT NULL
+)""",
+            # The audit's order among entries of one instant was DuckDB's rowid; PostgreSQL has
+            # none, so the inserting statement numbers them.
+            "ALTER TABLE gpu_health_alert_audit ADD COLUMN seq BIGINT",
+            Only("duckdb", "UPDATE gpu_health_alert_audit SET seq = rowid + 1"),
+            # Identifiers compare byte by byte, as in DuckDB: the same ORDER BY on both engines
+            # whatever the database's locale, and no locale-aware comparison in the sorts and
+            # indexes of every per-card query.
+            Only("postgresql", """DO $$ DECLARE c record; BEGIN
+    FOR c IN SELECT table_name, column_name FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name LIKE 'gpu_health%'
+               AND data_type = 'character varying' LOOP
+        EXECUTE format('ALTER TABLE %I ALTER COLUMN %I TYPE VARCHAR COLLATE "C"',
+                       c.table_name, c.column_name);
+    END LOOP; END $$"""),
+            # PostgreSQL reads a card's rows through B-tree indexes (DuckDB through zone maps
+            # and the rollups, migration 5); BRIN on time serves the range scans (sealing a day,
+            # retention) at a few pages per GB, since rows arrive in time order.
+            Only("postgresql", "CREATE INDEX idx_samples_card_time ON gpu_health_samples "
+                               "(node_id, gpu_index, source, sampled_at)"),
+            Only("postgresql", "CREATE INDEX idx_samples_time ON gpu_health_samples "
+                               "USING brin (sampled_at)"),
+            Only("postgresql", "CREATE INDEX idx_xid_samples_series ON gpu_health_xid_samples "
+                               "(node_id, gpu_index, source, xid, sampled_at)"),
+            Only("postgresql", f"CREATE INDEX idx_sample_days_card ON {DAYS} "
+                               "(node_id, gpu_index, source, day)"),
+            Only("postgresql", f"CREATE INDEX idx_sample_days_day ON {DAYS} (day)"),
+            Only("postgresql", f"CREATE INDEX idx_window_edges ON {EDGES} (prediction_id)"),
+            Only("postgresql", "CREATE INDEX idx_predictions_window ON gpu_health_predictions "
+                               "(window_end)"),
         ),
     ),
 )

@@ -164,7 +164,7 @@ WITH cand AS (
 ),
 ev AS (
     SELECT node_id, gpu_index, gpu_uuid, min(pos_at) AS seen_at
-    FROM ({PERIOD_SEGMENTS.format(nodes="", cards=CAND)})
+    FROM ({PERIOD_SEGMENTS.format(nodes="", cards=CAND)}) AS s
     WHERE pos_at IS NOT NULL
     GROUP BY node_id, gpu_index, gpu_uuid{{xids}}
 )
@@ -174,11 +174,11 @@ _EVIDENCE_XIDS = f"""
     UNION ALL
     SELECT node_id, gpu_index, gpu_uuid, min(sampled_at)
     FROM (SELECT x.node_id, x.gpu_index, x.gpu_uuid, x.sampled_at, x.count, {XID_PREV} AS prev
-          FROM {XID_TABLE} x SEMI JOIN cand c
-            ON c.node_id = x.node_id AND c.gpu_index = x.gpu_index
-           AND c.gpu_uuid IS NOT DISTINCT FROM x.gpu_uuid
+          FROM {XID_TABLE} x
           WHERE x.source = $source AND x.sampled_at <= $until
-            AND x.xid IN (SELECT unnest($xids::INTEGER[])))
+            AND x.xid IN (SELECT unnest($xids::INTEGER[])) AND EXISTS (
+                SELECT 1 FROM cand c WHERE c.node_id = x.node_id AND c.gpu_index = x.gpu_index
+                                       AND c.gpu_uuid IS NOT DISTINCT FROM x.gpu_uuid)) AS xs
     WHERE {XID_EVENT}
     GROUP BY node_id, gpu_index, gpu_uuid"""
 
@@ -218,7 +218,7 @@ def _cards(db: Database, params: dict[str, Any], nodes: frozenset[str] | None) -
     return db.fetchall(
         f"""SELECT node_id, gpu_index, gpu_uuid, bool_or({any_known} > 0), min(first_at),
                max(last_at), min(unc_min), max(unc_max)
-        FROM ({segments})
+        FROM ({segments}) AS s
         GROUP BY node_id, gpu_index, gpu_uuid""", _period(db, params),
     )
 
@@ -231,7 +231,7 @@ cand AS (
 segs AS ({PERIOD_SEGMENTS.format(nodes="", cards=CAND)}),
 ecc AS (
     SELECT node_id, gpu_index, gpu_uuid, event_at AS fault_at
-    FROM ({FIRST_INCREASE.format(key="node_id, gpu_index, gpu_uuid", segs="segs")})
+    FROM ({FIRST_INCREASE.format(key="node_id, gpu_index, gpu_uuid", segs="segs")}) AS f
 )"""
 
 _XID_EVENTS = f"""
@@ -241,7 +241,7 @@ xev AS (
                  {XID_PREV} AS prev
           FROM {XID_TABLE} x
           WHERE x.source = $source AND x.sampled_at <= $until
-            AND x.xid IN (SELECT unnest($xids::INTEGER[])){{nodes}})
+            AND x.xid IN (SELECT unnest($xids::INTEGER[])){{nodes}}) AS xs
     WHERE {XID_EVENT} AND sampled_at >= $since
     GROUP BY node_id, gpu_index, gpu_uuid
 )"""
@@ -250,10 +250,10 @@ _FAULTS = """
 WITH {events},
 first_fault AS (
     SELECT node_id, gpu_index, gpu_uuid, min(fault_at) AS fault_at
-    FROM ({union}) GROUP BY node_id, gpu_index, gpu_uuid
+    FROM ({union}) AS u GROUP BY node_id, gpu_index, gpu_uuid
 )
 SELECT f.node_id, f.gpu_index, f.gpu_uuid, f.fault_at,
-       list(DISTINCT p.window_days) FILTER (WHERE p.window_days IS NOT NULL)
+       array_agg(DISTINCT p.window_days) FILTER (WHERE p.window_days IS NOT NULL)
 FROM first_fault f
 LEFT JOIN gpu_health_predictions p
   ON p.node_id = f.node_id AND p.gpu_index = f.gpu_index

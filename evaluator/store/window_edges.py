@@ -27,13 +27,13 @@ from gpu_health.clock import to_naive_utc
 _NEED: Final = f"""
     SELECT id, edge, source, node_id, gpu_index, a, b FROM (
         SELECT id, 'head' AS edge, source, node_id, gpu_index, t0 AS a,
-               date_trunc('day', t0) + INTERVAL 1 DAY - INTERVAL 1 MICROSECOND AS b
+               date_trunc('day', t0) + INTERVAL '1 day' - INTERVAL '1 microsecond' AS b
         FROM gpu_health_predictions WHERE status = 'pending'
         UNION ALL
         SELECT id, 'tail', source, node_id, gpu_index,
-               date_trunc('day', window_end) - INTERVAL 1 MICROSECOND, window_end
+               date_trunc('day', window_end) - INTERVAL '1 microsecond', window_end
         FROM gpu_health_predictions WHERE status = 'pending' AND window_end <= $now) n
-    WHERE date_trunc('day', b) + INTERVAL 1 DAY <= $sealed
+    WHERE date_trunc('day', b) + INTERVAL '1 day' <= $sealed
       AND NOT EXISTS (SELECT 1 FROM {EDGES} e WHERE e.prediction_id = n.id AND e.edge = n.edge)
 """
 

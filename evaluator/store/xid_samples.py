@@ -73,7 +73,8 @@ def latest_xid_rows(db: Database, keys: Sequence[XidKey]) -> dict[XidKey, XidSam
         return {}
     rows = db.fetchall(
         f"""
-        SELECT {", ".join("x." + c for c in _COLUMNS)}
+        SELECT DISTINCT ON (x.node_id, x.gpu_index, x.source, x.xid)
+               {", ".join("x." + c for c in _COLUMNS)}
         FROM {TABLE} x
         JOIN (SELECT DISTINCT unnest($1::VARCHAR[]) AS node_id,
                      unnest($2::INTEGER[]) AS gpu_index,
@@ -81,8 +82,7 @@ def latest_xid_rows(db: Database, keys: Sequence[XidKey]) -> dict[XidKey, XidSam
                      unnest($4::INTEGER[]) AS xid) k
           ON x.node_id = k.node_id AND x.gpu_index = k.gpu_index AND x.source = k.source
          AND x.xid = k.xid
-        QUALIFY row_number() OVER (
-            PARTITION BY x.node_id, x.gpu_index, x.source, x.xid ORDER BY x.sampled_at DESC) = 1
+        ORDER BY x.node_id, x.gpu_index, x.source, x.xid, x.sampled_at DESC
         """,
         [[k.node_id for k in keys], [k.gpu_index for k in keys], [k.source for k in keys],
          [k.xid for k in keys]],
@@ -103,7 +103,7 @@ def delete_xid_samples_before(db: Database, cutoff: datetime) -> int:
     The newest row of a series stays whatever its age: it is the base the next change is
     compared with (write rule and fault events), and a series costs one row once unchanged.
     """
-    result = db.fetchall(
+    return db.modify(
         f"""
         DELETE FROM {TABLE} d
         WHERE d.sampled_at < $cutoff AND EXISTS (
@@ -113,7 +113,6 @@ def delete_xid_samples_before(db: Database, cutoff: datetime) -> int:
         """,
         {"cutoff": to_naive_utc(cutoff)},
     )
-    return int(result[0][0]) if result else 0
 
 
 def count_xid_samples(db: Database, source: str | None = None) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from evaluator.store.schema import MIGRATIONS
+from evaluator.store.schema import MIGRATIONS, Only
 
 
 @contextmanager
@@ -26,6 +26,10 @@ def older_file(path: Path, version: int) -> Iterator[duckdb.DuckDBPyConnection]:
         if number > version:
             break
         for statement in statements:
+            if isinstance(statement, Only):
+                if statement.engine != "duckdb":
+                    continue
+                statement = statement.sql
             con.execute(statement)
         con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
                     [number, description, datetime(2026, 1, 1, tzinfo=UTC).replace(tzinfo=None)])

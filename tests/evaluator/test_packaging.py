@@ -205,3 +205,30 @@ def test_prometheus_source_compose_example() -> None:
               if line.strip() and not line.startswith("#")}
     wanted = {name for names in DCGM.counters.values() for name in names}
     assert wanted | {DCGM.xid_metric} <= fields
+
+
+def test_ha_compose_example(tmp_path: Path) -> None:
+    """deploy/docker-compose.ha.yml: PostgreSQL and two evaluators sharing one config whose
+    password is the same secret file PostgreSQL reads (docs/ha.md)."""
+    from evaluator.config.file import parse_config
+
+    compose = yaml.safe_load((DEPLOY / "docker-compose.ha.yml").read_text())
+    services = compose["services"]
+    assert set(services) == {"postgres", "exporter", "evaluator-a", "evaluator-b",
+                             "alertmanager"}
+    a, b = services["evaluator-a"], services["evaluator-b"]
+    assert a["volumes"] == b["volumes"] and a["ports"] != b["ports"]
+    assert a["secrets"] == ["pg-password"] == services["postgres"]["secrets"]
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD_FILE"] == \
+        "/run/secrets/pg-password"
+    mount = next(v for v in a["volumes"] if v.endswith(":/etc/gpu-health/evaluator.yml:ro"))
+    raw = yaml.safe_load((DEPLOY / mount.split(":")[0]).read_text())
+    assert raw["storage"]["password_file"] == "/run/secrets/pg-password"
+    (tmp_path / "pw").write_text("secret")
+    raw["storage"]["password_file"] = "pw"  # the container's secret, here a local file
+    raw["rules"]["dir"] = str(REPO / "rules")
+    raw["api"]["tokens_file"] = str(DEPLOY / "tokens.example.yml")
+    config = parse_config(raw, base=tmp_path)
+    assert config.postgres is not None and config.postgres.password == "secret"
+    assert config.postgres.url == "postgresql://gpuhealth@postgres:5432/gpuhealth"
+    assert config.ha.lease_ttl == 15

@@ -9,7 +9,6 @@ import contextlib
 import socket
 from collections.abc import AsyncIterator, Collection, Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from evaluator.alerts.pusher import backoff
 from evaluator.config.alerting import AlertingConfig
 from evaluator.store import Database
 from evaluator.store.alerts import closing_alerts, resolve_alert
+from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_node, add_prediction
 from tests.evaluator.ingest_support import FakeClock
 
@@ -71,8 +71,8 @@ async def ams() -> AsyncIterator[tuple[FakeAlertmanager, FakeAlertmanager]]:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "push.duckdb")
+def db(new_db: NewDb) -> Iterator[Database]:
+    database = new_db("push")
     add_node(database, "n1", "team-a")
     add_prediction(database, "p1", "n1", 0, NOW - timedelta(hours=1))
     yield database

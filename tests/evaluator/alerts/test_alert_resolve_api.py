@@ -15,6 +15,7 @@ from evaluator.http.api.openapi import document
 from evaluator.http.api.routes import ENDPOINTS, Action
 from evaluator.store import Database
 from evaluator.store.alerts import audit_log, open_alerts, open_new_alerts
+from tests.conftest import NewDb
 from tests.evaluator.api_support import (
     NOW,
     auth,
@@ -29,8 +30,8 @@ DOC = document()
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "resolve.duckdb")
+def db(new_db: NewDb) -> Iterator[Database]:
+    database = new_db("resolve")
     build_dataset(database)  # n1 (tenant a) has a live real prediction; n2 b; n3 no tenant
     assert [node for _, node, _ in open_new_alerts(database, NOW)] == ["n1"]
     yield database

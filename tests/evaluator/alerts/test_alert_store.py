@@ -20,6 +20,7 @@ from evaluator.store.alerts import (
     open_new_alerts,
     resolve_alert,
 )
+from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_node, add_prediction
 
 HOUR = timedelta(hours=1)
@@ -27,8 +28,8 @@ DAY = timedelta(days=1)
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "alerts.duckdb")
+def db(new_db: NewDb) -> Iterator[Database]:
+    database = new_db("alerts")
     add_node(database, "n1", "team-a")
     add_node(database, "n2", None)
     yield database

@@ -14,6 +14,7 @@ from evaluator.model import XidKey, XidSample
 from evaluator.store import Database
 from evaluator.store.cycles import write_cycle
 from gpu_health.contract import COUNTER_KEYS
+from tests.conftest import STORE_ENGINES, open_store
 from tests.evaluator.api_support import (
     NOW,
     RULE_VERSION,
@@ -29,9 +30,9 @@ CAPABILITIES = "/api/v1/gpu-health/capabilities"
 SAMPLES = "/api/v1/gpu-health/samples"
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    database = Database(tmp_path_factory.mktemp("endpoints") / "api.duckdb")
+@pytest.fixture(scope="module", params=STORE_ENGINES)
+def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    database = open_store(request, request.param, tmp_path_factory.mktemp("endpoints"), "api")
     build_dataset(database)
     # XID counts for n1/0 (and a simulated n1/1 row, and an n3/1 row dated after NOW: neither
     # makes a real card XID-collectable now)

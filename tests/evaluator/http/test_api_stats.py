@@ -14,6 +14,7 @@ import pytest
 
 from evaluator.config.rules import load_ruleset
 from evaluator.store import Database
+from tests.conftest import STORE_ENGINES, open_store
 from tests.evaluator.api_support import (
     NOW,
     add_node,
@@ -30,9 +31,9 @@ from tests.evaluator.api_support import (
 STATS = "/api/v1/gpu-health/prediction-stats"
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    database = Database(tmp_path_factory.mktemp("stats") / "api.duckdb")
+@pytest.fixture(scope="module", params=STORE_ENGINES)
+def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    database = open_store(request, request.param, tmp_path_factory.mktemp("stats"), "api")
     build_dataset(database)
     add_prediction(database, "p-sim-hit", "n1", 0, NOW - timedelta(days=10), source="simulated",
                    status="hit", resolved_at=NOW - timedelta(days=9))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -21,14 +20,15 @@ from evaluator.selfmetrics import SelfMetrics
 from evaluator.store.cycles import write_cycle
 from evaluator.store.db import Database
 from evaluator.store.maintenance import count_samples
+from tests.conftest import NewDb
 from tests.evaluator.ingest_support import FakeClock, a100
 
 DAY = timedelta(days=1)
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "retention.duckdb")
+def db(new_db: NewDb) -> Iterator[Database]:
+    database = new_db("retention")
     yield database
     database.close()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -22,12 +21,13 @@ from evaluator.store.maintenance import count_samples, delete_samples_before, pu
 from evaluator.store.xid_samples import count_xid_samples, latest_xid_rows
 from gpu_health.clock import from_naive_utc
 from gpu_health.errors import StoreError
+from tests.conftest import NewDb
 from tests.evaluator.ingest_support import T0, FakeClock, a100
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "xid.duckdb")
+def db(new_db: NewDb) -> Iterator[Database]:
+    database = new_db("xid")
     yield database
     database.close()
 

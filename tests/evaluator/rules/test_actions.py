@@ -13,11 +13,11 @@ import pytest
 from evaluator.config.rules import DEFAULT_ACTION_POLICY, load_action_policy
 from evaluator.model import CardKey, Counters, RemapDetails, Sample, XidKey, XidSample
 from evaluator.rules.actions import CONDITIONS, Branch, CardState, parse_policy, recommend
-from evaluator.store import Database
 from evaluator.store.actions import card_states
 from evaluator.store.samples import insert_samples
 from evaluator.store.xid_samples import insert_xid_samples
 from gpu_health.errors import ConfigError
+from tests.conftest import NewDb
 from tests.evaluator.ingest_support import T0
 from tests.shared import require_shared
 
@@ -90,8 +90,8 @@ def test_the_healthy_h100_and_h200_captures_need_nothing(name: str) -> None:
     assert recommend(state, POLICY).action == "none"
 
 
-def test_the_store_gives_the_latest_remap_state_and_recent_memory_xids(tmp_path: Path) -> None:
-    db = Database(tmp_path / "a.duckdb")
+def test_the_store_gives_the_latest_remap_state_and_recent_memory_xids(new_db: NewDb) -> None:
+    db = new_db("a")
     key = CardKey("n1", 0)
     insert_samples(db, [
         Sample(key, "GPU-a", T0, Counters(0, 3, None, 0, 0), RemapDetails(remap_banks_none=0)),

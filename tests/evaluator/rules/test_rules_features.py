@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.rules.model import CardFeatures
@@ -16,13 +15,13 @@ from evaluator.rules.params import RuleParams
 from evaluator.store import Database
 from evaluator.store.features import card_features
 from evaluator.store.samples import insert_samples
+from tests.conftest import NewDb
 from tests.evaluator.rules_support import (
     PARAMS,
     START,
     at,
     const,
     load,
-    open_db,
     params,
     quadratic,
     series,
@@ -36,8 +35,8 @@ def one(db: Database, when_days: float, source: str = "real") -> CardFeatures:
     return rows[0]
 
 
-def test_boundaries_of_a_degrading_card(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_boundaries_of_a_degrading_card(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, "GPU-a", start=0, end=20, corrected=quadratic(2, onset=5),
                     uncorrected=const(0), pending=step(19.5, 0, 1), failure=const(0)))
     f = one(db, 20)
@@ -52,8 +51,8 @@ def test_boundaries_of_a_degrading_card(tmp_path: Path) -> None:
     db.close()
 
 
-def test_t0_ignores_future_dated_rows(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_t0_ignores_future_dated_rows(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, "GPU-a", start=0, end=10, corrected=const(5)),
          series("n1", 0, "GPU-a", start=40, end=40, corrected=const(9)))  # agent clock skew
     f = one(db, 10.01)
@@ -61,23 +60,23 @@ def test_t0_ignores_future_dated_rows(tmp_path: Path) -> None:
     db.close()
 
 
-def test_stale_card_is_not_evaluated(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_stale_card_is_not_evaluated(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, "GPU-a", start=0, end=10, corrected=const(5)))
     assert card_features(db, [at(10) + timedelta(minutes=60)], "real", PARAMS)
     assert card_features(db, [at(10) + timedelta(minutes=61)], "real", PARAMS) == []
     db.close()
 
 
-def test_card_without_any_known_counter_is_not_evaluated(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_card_without_any_known_counter_is_not_evaluated(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, "GPU-a", start=0, end=10))  # every counter unknown
     assert card_features(db, [at(10)], "real", PARAMS) == []
     db.close()
 
 
-def test_old_boundary_value_is_unknown(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_old_boundary_value_is_unknown(new_db: NewDb) -> None:
+    db = new_db()
     # Hourly samples but a gap of 3 hours around t0 - 24h: that boundary is unknown.
     rows = series("n1", 0, "GPU-a", start=0, end=10, every_minutes=60, corrected=const(1))
     gap = (at(9) - timedelta(hours=2), at(9) + timedelta(hours=1))
@@ -87,8 +86,8 @@ def test_old_boundary_value_is_unknown(tmp_path: Path) -> None:
     db.close()
 
 
-def test_null_at_boundary_falls_back_to_a_recent_known_value(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_null_at_boundary_falls_back_to_a_recent_known_value(new_db: NewDb) -> None:
+    db = new_db()
     rows = series("n1", 0, "GPU-a", start=0, end=10, corrected=lambda t: int(t * 100))
     b = at(9)  # t0 - 24h
     patched = [
@@ -101,8 +100,8 @@ def test_null_at_boundary_falls_back_to_a_recent_known_value(tmp_path: Path) -> 
     db.close()
 
 
-def test_other_uuid_values_are_never_used(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_other_uuid_values_are_never_used(new_db: NewDb) -> None:
+    db = new_db()
     # Card swapped 2 days ago: the new card's history is only 2 days long.
     load(db, series("n1", 0, "GPU-old", start=0, end=8, corrected=const(9000)),
          series("n1", 0, "GPU-new", start=8.01, end=10, corrected=const(3)))
@@ -112,8 +111,8 @@ def test_other_uuid_values_are_never_used(tmp_path: Path) -> None:
     db.close()
 
 
-def test_sources_never_mix(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_sources_never_mix(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, "GPU-a", start=0, end=10, corrected=const(1)),
          series("n1", 0, "GPU-a", start=0, end=10, corrected=const(500), source="simulated"))
     assert one(db, 10).corrected == (1, 1, 1, 1)
@@ -121,16 +120,16 @@ def test_sources_never_mix(tmp_path: Path) -> None:
     db.close()
 
 
-def test_null_uuid_cards_are_a_series_of_their_own(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_null_uuid_cards_are_a_series_of_their_own(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, None, start=0, end=10, uncorrected=const(0)))
     f = one(db, 10)
     assert f.gpu_uuid is None and f.uncorrected == 0 and f.corrected == (None,) * 4
     db.close()
 
 
-def test_many_evaluation_times_match_single_calls_in_any_chunking(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_many_evaluation_times_match_single_calls_in_any_chunking(new_db: NewDb) -> None:
+    db = new_db()
     load(db, *(series("n1", g, f"GPU-{g}", start=0, end=12, corrected=quadratic(g + 1, onset=2))
                for g in range(3)))
     times = [at(9 + i / 4) for i in range(8)]
@@ -141,8 +140,8 @@ def test_many_evaluation_times_match_single_calls_in_any_chunking(tmp_path: Path
     db.close()
 
 
-def test_other_window_settings_shape_the_features(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_other_window_settings_shape_the_features(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, "GPU-a", start=0, end=20, corrected=lambda t: int(t * 48)))
     p = params(consecutive_windows=5, growth_window_hours=12, baseline_days=3)
     [f] = card_features(db, [at(20)], "real", p)
@@ -151,8 +150,8 @@ def test_other_window_settings_shape_the_features(tmp_path: Path) -> None:
     db.close()
 
 
-def test_duplicate_rows_at_one_instant_do_not_break_extraction(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_duplicate_rows_at_one_instant_do_not_break_extraction(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, "GPU-a", start=0, end=10, corrected=const(4)))
     insert_samples(db, [Sample(CardKey("n1", 0), "GPU-a", START + timedelta(days=10),
                                Counters(ecc_corrected_total=4))])
@@ -216,9 +215,9 @@ def irregular_card(rng: random.Random, gpu: int) -> list[Sample]:
     return rows
 
 
-def test_sql_matches_the_documented_semantics_on_irregular_data(tmp_path: Path) -> None:
+def test_sql_matches_the_documented_semantics_on_irregular_data(new_db: NewDb) -> None:
     rng = random.Random(20260101)
-    db = open_db(tmp_path)
+    db = new_db()
     cards = [irregular_card(rng, gpu) for gpu in range(4)]
     load(db, *cards)
     times = [START + timedelta(days=8, minutes=rng.randrange(4 * 1440)) for _ in range(12)]
@@ -231,8 +230,8 @@ def test_sql_matches_the_documented_semantics_on_irregular_data(tmp_path: Path) 
     db.close()
 
 
-def test_card_filter_keeps_only_those_cards_and_their_values(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_card_filter_keeps_only_those_cards_and_their_values(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, "GPU-a", start=0, end=10, corrected=quadratic(2, onset=1)),
          series("n1", 1, "GPU-b", start=0, end=10, corrected=const(3)),
          series("n2", 0, "GPU-c", start=0, end=10, corrected=const(4)))

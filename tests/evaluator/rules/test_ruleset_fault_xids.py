@@ -17,7 +17,8 @@ from evaluator.rules.faults import MEMORY_XIDS, fault_events, fault_xids_from_js
 from evaluator.rules.ruleset import parse_ruleset
 from evaluator.store.rule_versions import register_ruleset
 from gpu_health.errors import ConfigError
-from tests.evaluator.rules_support import V1_FILE, V2_FILE, insert_prediction, open_db, ruleset
+from tests.conftest import NewDb
+from tests.evaluator.rules_support import V1_FILE, V2_FILE, insert_prediction, ruleset
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 # The hash v1-ecc-growth was recorded with before fault_xids existed (stores in the field hold
@@ -96,8 +97,8 @@ def test_frozen_definition_from_the_stored_parameters(tmp_path: Path) -> None:
     assert fault_events((95, 48)) == ["ecc_uncorrected", "xid:48", "xid:95"]
 
 
-def test_v1_and_v2_register_side_by_side_and_v1_stays_loadable(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_v1_and_v2_register_side_by_side_and_v1_stays_loadable(new_db: NewDb) -> None:
+    db = new_db()
     # a store whose v1 record predates fault_xids (the hash above) and has v1 history
     db.execute("INSERT INTO gpu_health_rule_versions VALUES ('v1-ecc-growth', 'v1-ecc-growth', "
                "?, ?, ?)", [V1_HASH, load_ruleset(V1_FILE, env={}).params_json,

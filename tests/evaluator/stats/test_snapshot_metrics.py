@@ -17,6 +17,7 @@ from evaluator.compose import build_service
 from evaluator.config.file import load_config
 from evaluator.stats.snapshot import PredictionState, compute_snapshot
 from evaluator.store import Database
+from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_prediction, build_dataset
 from tests.evaluator.ingest_support import FakeClock
 from tests.evaluator.rules_support import ruleset
@@ -25,8 +26,8 @@ PROMTOOL = "/usr/bin/promtool"
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "state.duckdb")
+def db(new_db: NewDb) -> Iterator[Database]:
+    database = new_db("state")
     build_dataset(database)
     yield database
     database.close()

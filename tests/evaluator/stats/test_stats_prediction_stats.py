@@ -13,7 +13,6 @@ recall 2 / 5 = 0.4; F1 0.48. Monitorable: 7 cards (an all-unknown card is not), 
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,12 +20,12 @@ import pytest
 from evaluator.stats.document import DISCLAIMER, prediction_stats
 from evaluator.store import Database
 from gpu_health.errors import GpuHealthError
+from tests.conftest import NewDb
 from tests.evaluator.rules_support import (
     at,
     const,
     insert_prediction,
     load,
-    open_db,
     ruleset,
     series,
     step,
@@ -74,8 +73,8 @@ def build(db: Database, *, source: str = "real") -> None:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
-    store = open_db(tmp_path)
+def db(new_db: NewDb) -> Database:
+    store = new_db()
     build(store)
     return store
 
@@ -131,8 +130,8 @@ def test_hand_counted_classes(db: Database) -> None:
     assert w7["precision"] == pytest.approx(0.6) and w7["recall"] == pytest.approx(0.4)
 
 
-def test_a_fault_exactly_at_t0_is_not_inside_the_window(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_a_fault_exactly_at_t0_is_not_inside_the_window(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, "GPU-a", start=0, end=10, every_minutes=60,
                     uncorrected=step(5, 0, 1), corrected=const(1)))
     load(db, series("n1", 1, "GPU-b", start=0, end=10, every_minutes=60,
@@ -173,8 +172,8 @@ def test_thresholds_come_from_the_rule_set(db: Database) -> None:
     assert w30["sufficient"] is False  # 0 matured is still below 1
 
 
-def test_too_few_matured_predictions_gives_null_not_zero(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_too_few_matured_predictions_gives_null_not_zero(new_db: NewDb) -> None:
+    db = new_db()
     load(db, series("n1", 0, "GPU-a", start=0, end=10, every_minutes=60,
                     uncorrected=step(5, 0, 1)))
     for i in range(19):
@@ -188,8 +187,8 @@ def test_too_few_matured_predictions_gives_null_not_zero(tmp_path: Path) -> None
     assert w7["precision"] == 0.0 and w7["recall"] == 0.0 and w7["f1"] == 0.0  # a real zero
 
 
-def test_empty_store_has_unknown_observed_days(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_empty_store_has_unknown_observed_days(new_db: NewDb) -> None:
+    db = new_db()
     w7 = prediction_stats(db, now=NOW)["windows"][0]
     assert w7["observed_days"] is None and w7["precision"] is None
     assert w7["monitorable_cards"] == 0 and w7["exposure_card_days"] == 0

@@ -15,7 +15,6 @@ ECC-only: faulty {n1/1}, recall 1/1. With v2-ecc-xid: faulty {n1/0, n1/1}, recal
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,12 +23,12 @@ from evaluator.model import XidKey, XidSample
 from evaluator.stats.document import prediction_stats
 from evaluator.store import Database
 from evaluator.store.cycles import write_cycle
+from tests.conftest import NewDb
 from tests.evaluator.rules_support import (
     at,
     const,
     insert_prediction,
     load,
-    open_db,
     ruleset,
     ruleset_v2,
     series,
@@ -75,8 +74,8 @@ def build(db: Database, source: str = "real") -> None:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    store = open_db(tmp_path)
+def db(new_db: NewDb) -> Iterator[Database]:
+    store = new_db()
     build(store)
     yield store
     store.close()

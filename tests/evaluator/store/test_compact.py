@@ -53,7 +53,7 @@ def test_compact_returns_the_space_and_keeps_every_answer(tmp_path: Path,
     db = Database(path)
     assert _answers(db) == reference
     assert [r[0] for r in db.fetchall("SELECT version FROM schema_migrations ORDER BY 1")] == \
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     indexes = {r[0] for r in db.fetchall("SELECT index_name FROM duckdb_indexes()")}
     assert {"idx_predictions_card", "idx_predictions_status"} <= indexes
     db.close()

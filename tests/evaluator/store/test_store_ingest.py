@@ -25,13 +25,14 @@ from evaluator.store.maintenance import (
 from evaluator.store.samples import latest_rows
 from gpu_health.clock import from_naive_utc
 from gpu_health.errors import StoreError
+from tests.conftest import NewDb
 from tests.evaluator.ingest_support import T0, a100
 from tests.shared import REPO
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "store.duckdb")
+def db(new_db: NewDb) -> Iterator[Database]:
+    database = new_db("store")
     yield database
     database.close()
 
@@ -51,12 +52,15 @@ def test_unknown_counters_round_trip_as_none_never_zero(db: Database) -> None:
     assert got.counters.ecc_corrected_total is None and got.counters.ecc_uncorrected_total == 0
 
 
-def test_samples_carry_no_art_index(db: Database) -> None:
+def test_samples_carry_no_art_index(tmp_path: Path) -> None:
     # issue 14: the (node, index, time) ART index was ~90% of the file and served only point
-    # lookups; readers use the daily rollups and zone maps instead
+    # lookups; readers use the daily rollups and zone maps instead (DuckDB only: PostgreSQL
+    # reads by its B-tree indexes, test_postgres_store.py)
+    db = Database(tmp_path / "store.duckdb")
     rows = db.fetchall("SELECT index_name FROM duckdb_indexes() WHERE table_name IN ("
                        "'gpu_health_samples', 'gpu_health_sample_days', "
                        "'gpu_health_window_edges')")
+    db.close()
     assert rows == []
 
 

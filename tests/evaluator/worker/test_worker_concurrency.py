@@ -12,17 +12,17 @@ import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from evaluator.worker import TickReport, Worker
-from tests.evaluator.rules_support import at, const, load, open_db, quadratic, ruleset, series, step
+from tests.conftest import NewDb
+from tests.evaluator.rules_support import at, const, load, quadratic, ruleset, series, step
 
 TICKS = [at(12) + timedelta(minutes=10), at(12) + timedelta(minutes=40),
          at(14) + timedelta(minutes=5), at(19) + timedelta(minutes=5), at(27)]
 
 
-def test_two_workers_produce_one_row_and_one_outcome_each(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_two_workers_produce_one_row_and_one_outcome_each(new_db: NewDb) -> None:
+    db = new_db()
     for gpu in range(8):
         unc = step(13 + gpu, 0, 1) if gpu % 2 == 0 else const(0)
         load(db, series("n1", gpu, f"GPU-{gpu}", start=-8, end=30,

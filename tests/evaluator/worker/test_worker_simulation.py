@@ -17,7 +17,6 @@ Cards (30-minute samples, correctable count quadratic from day 0, predictions fr
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
@@ -25,12 +24,12 @@ from freezegun import freeze_time
 from evaluator.stats.document import prediction_stats
 from evaluator.store import Database
 from evaluator.worker import Worker
+from tests.conftest import NewDb
 from tests.evaluator.rules_support import (
     Curve,
     at,
     const,
     load,
-    open_db,
     quadratic,
     ruleset,
     series,
@@ -68,8 +67,8 @@ def rows(db: Database) -> dict[tuple[str, int], tuple[str, str]]:
     }
 
 
-def test_simulated_fleet_end_to_end(tmp_path: Path) -> None:
-    db = open_db(tmp_path)
+def test_simulated_fleet_end_to_end(new_db: NewDb) -> None:
+    db = new_db()
     build(db)
     worker = Worker(db, ruleset())
 
@@ -116,9 +115,9 @@ def test_simulated_fleet_end_to_end(tmp_path: Path) -> None:
 
 
 def test_disabled_rule_set_backfills_but_does_not_predict(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    new_db: NewDb, caplog: pytest.LogCaptureFixture
 ) -> None:
-    db = open_db(tmp_path)
+    db = new_db()
     build(db)
     Worker(db, ruleset()).tick(TICK)
     off = Worker(db, ruleset(enabled="false"))

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Mapping
+import secrets
+import socket
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -33,27 +36,23 @@ from aiohttp import web
 from evaluator.alerts.loop import AlertLoop, CardActions
 from evaluator.app import EvaluatorApp
 from evaluator.backtest.bootstrap import HistoryBootstrap
+from evaluator.cluster.membership import Cluster, ClusterConfig
+from evaluator.compose.readings import readings as compose_readings
 from evaluator.config.file import Config
 from evaluator.config.rules import action_policy_file, load_action_policy, load_ruleset
-from evaluator.http.api.auth import Principal, TokenSet, load_tokens
+from evaluator.http.api.auth import TokenSet, load_tokens
 from evaluator.http.api.context import ApiContext
 from evaluator.http.api.routes import add_api_routes
-from evaluator.http.ops import NodeViews, add_node_routes, source_views
-from evaluator.ingest.cycle import Ingestor
-from evaluator.ingest.dedup import DedupCache
-from evaluator.ingest.discovery import TICK_SECONDS, Discovery
+from evaluator.ingest.discovery import Discovery
 from evaluator.ingest.pipeline import IngestPipeline
-from evaluator.ingest.prometheus.metrics import SourceMetrics
 from evaluator.ingest.prometheus.source import PrometheusSource
 from evaluator.ingest.retention import Retention
-from evaluator.ingest.scrape import Scraper
 from evaluator.rules.actions import ActionPolicy
 from evaluator.rules.ruleset import RuleSet
-from evaluator.selfmetrics import SelfMetrics
 from evaluator.stats.snapshot import DEFAULT_REFRESH_SECONDS, PredictionState
-from evaluator.store.api_queries import visible_nodes
 from evaluator.store.backtest import refuse_backtest_file
 from evaluator.store.db import Database
+from evaluator.store.postgres import PostgresDatabase
 from evaluator.worker import Worker, WorkerMetrics
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
@@ -101,10 +100,13 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     ruleset = load_active_ruleset(config, environ)
     policy = _action_policy(config)
     tokens = None if config.api_tokens_file is None else load_tokens(config.api_tokens_file)
-    db = Database(config.storage_path)
+    member = config.ha.member_id or f"{socket.gethostname()}:{config.listen_port}-" \
+                                    f"{secrets.token_hex(3)}"
+    db = open_store(config, member)
     app = EvaluatorApp(start_loops=start_loops, tokens=tokens, listen_host=config.listen_host)
     try:
-        refuse_backtest_file(db, config.storage_path)
+        if not db.shared:
+            refuse_backtest_file(db, config.storage_path)
         worker = Worker(db, ruleset, clock, metrics=WorkerMetrics(app.registry))
         worker.register()  # RuleError: refuse to start, before anything listens
     except BaseException:
@@ -112,7 +114,9 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         raise
     app.metrics.watch_statements(lambda: db.statements)
     app.add_ready_check("store", lambda: None if app.started else "database not open yet")
-    readings = _readings(config, app, db, clock, ruleset)
+    cluster = _cluster(config, app, db, member)
+    lead = _leader_only(cluster)
+    readings = compose_readings(config, app, db, clock, ruleset, cluster)
     scan = ruleset.params.scan_interval.total_seconds()
     bootstrap = readings.bootstrap
 
@@ -120,7 +124,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         if bootstrap is None or not bootstrap.running:  # the history's replay comes first
             await db.run(worker.tick)
 
-    app.add_loop("worker", worker_interval or scan, work)
+    app.add_loop("worker", worker_interval or scan, lambda: lead(work))
     add_api_routes(app.web_app, ApiContext(
         db=lambda: db if app.started else None, clock=clock,
         current_rule_version=ruleset.version, tokens=tokens, listen_host=config.listen_host,
@@ -130,121 +134,16 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
                             registry=app.node_registry, policy=policy)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
     alerts = _alert_loop(config, app, db, clock, readings.present,
-                         None if policy is None else state.card_actions)
+                         None if policy is None else state.card_actions, lead)
     app.on_stop(lambda: asyncio.to_thread(db.close))  # registered first: runs last
+    if cluster is not None:
+        app.on_stop(cluster.close)  # hand the lease over at once
     if alerts is not None:
         app.on_stop(alerts.close)
     log.info("rule set %s (%s) active; predictions every %s", ruleset.version, ruleset.origin,
              timedelta(seconds=worker_interval or scan))
     return Service(app, db, ruleset, worker, tokens, readings.pipeline, readings.discovery,
                    readings.retention, state, alerts, readings.source, bootstrap)
-
-
-@dataclass(frozen=True)
-class _Readings:
-    """Where readings come from (scrape or a Prometheus source) and what stands behind."""
-
-    retention: Retention
-    present: Callable[[], Collection[str] | None]  # nodes still there (alerts close the rest)
-    pipeline: IngestPipeline | None = None
-    discovery: Discovery | None = None
-    source: PrometheusSource | None = None
-    bootstrap: HistoryBootstrap | None = None
-
-
-def _readings(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
-              ruleset: RuleSet) -> _Readings:
-    retention = Retention(db, days=config.retention_days, clock=clock, metrics=app.metrics)
-    app.on_stop(retention.close)
-    ingestor = _ingestor(config, app, db, retention)
-    if config.ingest.prometheus is not None:
-        source, bootstrap = _prometheus(config, app, db, clock, ingestor, ruleset)
-        return _Readings(retention, source.present_nodes, source=source, bootstrap=bootstrap)
-    pipeline, discovery = _ingest(config, app, db, clock, ingestor)
-    return _Readings(retention, _present(discovery), pipeline, discovery)
-
-
-def _ingestor(config: Config, app: EvaluatorApp, db: Database,
-              retention: Retention) -> Ingestor:
-    """Write rule + dedup -> store, whichever source the readings come from."""
-    cache = DedupCache(config.dedup.max_entries, timedelta(seconds=config.dedup.idle_seconds))
-    return Ingestor(db, cache, keepalive=timedelta(seconds=config.keepalive_seconds),
-                    source=config.ingest_source, metrics=app.metrics,
-                    on_written=retention.note_written)
-
-
-def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
-                ingestor: Ingestor, ruleset: RuleSet
-                ) -> tuple[PrometheusSource, HistoryBootstrap]:
-    """Prometheus source -> the same ingestor; the first-start history before it."""
-    c = config.ingest.prometheus
-    assert c is not None
-    step = c.step or config.scrape.interval
-    source = PrometheusSource(c, step=timedelta(seconds=step), db=db, ingestor=ingestor,
-                              clock=clock, metrics=SourceMetrics(app.registry),
-                              forget_after=timedelta(seconds=config.dedup.idle_seconds))
-    bootstrap = HistoryBootstrap(db, c, source, ruleset=ruleset, clock=clock,
-                                 keepalive=timedelta(seconds=config.keepalive_seconds))
-    app.on_start(source.open)
-    app.on_start(bootstrap.prepare)
-    app.on_stop(source.close)
-    app.add_background("history", bootstrap.run)
-    app.add_ready_check("source", source.not_ready)
-    app.add_loop("ingest", step, source.run_cycle,
-                 stuck_after=max(3 * step + c.timeout * 4, 300.0))
-    add_node_routes(app.web_app, app, source_views(
-        source, lambda principal: db.run(visible_nodes, db, principal.tenant_list or [])))
-
-    async def ready() -> None:
-        log.info("evaluator ready: storage %s, reading %s metrics from %s every %gs, listening "
-                 "on %s", config.storage_path, c.metrics, c.url, step, config.listen_address)
-
-    app.on_start(ready, after_ticks=True)
-    return source, bootstrap
-
-
-def _present(discovery: Discovery) -> Callable[[], Collection[str] | None]:
-    def present_nodes() -> Collection[str] | None:
-        if not discovery.ready:
-            return None
-        return {t.node_id for t in discovery.targets}
-
-    return present_nodes
-
-
-def _ingest(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
-            ingestor: Ingestor) -> tuple[IngestPipeline, Discovery]:
-    """Discovery -> scrape -> the ingestor."""
-    metrics: SelfMetrics = app.metrics
-    discovery = Discovery(config, metrics=metrics)
-    scrape = config.scrape
-    scraper = Scraper(timeout=scrape.timeout, max_concurrency=scrape.max_concurrency,
-                      max_response_bytes=scrape.max_response_bytes, clock=clock,
-                      sample_limit=scrape.sample_limit, max_cards=scrape.max_cards_per_target)
-    pipeline = IngestPipeline(targets=lambda: discovery.targets, scraper=scraper,
-                              ingestor=ingestor, clock=clock, metrics=metrics)
-
-    async def open_clients() -> None:
-        await scraper.__aenter__()
-        await discovery.start()
-
-    async def close_clients() -> None:
-        await scraper.close()
-        await discovery.close()
-
-    async def discover() -> None:
-        await discovery.refresh(clock())
-
-    app.on_start(open_clients)
-    app.on_stop(close_clients)
-    app.add_ready_check("discovery", lambda: None if discovery.ready else (
-        "target discovery has not produced a target list from every source yet"))
-    app.add_loop("discovery", TICK_SECONDS, discover, at_start=True)
-    app.add_loop("ingest", scrape.interval, pipeline.run_cycle,
-                 stuck_after=max(3 * scrape.interval + scrape.timeout, 300.0))
-    add_node_routes(app.web_app, app, _node_views(db, discovery, pipeline))
-    app.on_start(lambda: _log_ready(config, discovery), after_ticks=True)
-    return pipeline, discovery
 
 
 def _action_policy(config: Config) -> ActionPolicy | None:
@@ -259,29 +158,9 @@ def _action_policy(config: Config) -> ActionPolicy | None:
     return None
 
 
-def _node_views(db: Database, discovery: Discovery, pipeline: IngestPipeline) -> NodeViews:
-    """Which nodes a caller may see: those the store files under one of its tenants (as the
-    API decides) and the discovered targets labelled with one of them."""
-
-    async def visible(principal: Principal) -> frozenset[str]:
-        tenants = principal.tenant_list or []
-        stored = await db.run(visible_nodes, db, tenants)
-        return stored | {t.node_id for t in discovery.targets if t.tenant in tenants}
-
-    return NodeViews(
-        targets=lambda: (discovery.targets, pipeline.last_results, discovery.conflicts,
-                         discovery.last_errors),
-        visible=visible, target_nodes=lambda: {t.url: t.node_id for t in discovery.targets})
-
-
-async def _log_ready(config: Config, discovery: Discovery) -> None:
-    log.info("evaluator ready: storage %s, %d target(s), listening on %s",
-             config.storage_path, len(discovery.targets), config.listen_address)
-
-
 def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
                 present_nodes: Callable[[], Collection[str] | None],
-                actions: CardActions | None) -> AlertLoop | None:
+                actions: CardActions | None, lead: Lead) -> AlertLoop | None:
     if not config.alerting.enabled:
         log.warning("alerting.enabled is false: no GPU_FAULT_PREDICTED alert is opened or "
                     "pushed (remove the key or set it to true to alert)")
@@ -293,5 +172,42 @@ def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     loop = AlertLoop(db, config.alerting, external_url=config.external_url, clock=clock,
                      registry=app.registry, present_nodes=present_nodes,
                      node_registry=app.node_registry, actions=actions)
-    app.add_loop("alerts", loop.interval, loop.tick)
+    app.add_loop("alerts", loop.interval, lambda: lead(loop.tick))
     return loop
+
+
+Lead = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+def open_store(config: Config, member: str) -> Database:
+    """The DuckDB file, or the PostgreSQL database of ``storage.url`` (unreachable: a
+    StoreError naming the host, and the process exits 1)."""
+    pg = config.postgres
+    if pg is None:
+        return Database(config.storage_path)
+    return PostgresDatabase(pg.url, password=pg.password, connect_timeout=pg.connect_timeout,
+                            statement_timeout_s=pg.statement_timeout,
+                            application_name=f"gpu-health-evaluator/{member}")
+
+
+def _cluster(config: Config, app: EvaluatorApp, db: Database, member: str) -> Cluster | None:
+    """With a shared store: the membership loop, /readyz's leader, the lease metrics."""
+    if not db.shared:
+        return None
+    cluster = Cluster(db, ClusterConfig(member, config.external_url,
+                                        timedelta(seconds=config.ha.lease_ttl)), app.registry)
+    app.add_loop("cluster", cluster.interval, cluster.tick, at_start=True)
+    app.add_ready_check("cluster", cluster.not_ready)
+    app.add_fact("leader", cluster.leader_text)
+    app.add_fact("member", lambda: member)
+    return cluster
+
+
+def _leader_only(cluster: Cluster | None) -> Lead:
+    """Run a leader-only tick (worker, alerts, retention): always on a lone DuckDB evaluator,
+    under the fence on the leader of several, not at all on a follower."""
+    if cluster is None:
+        async def direct(fn: Callable[[], Awaitable[Any]]) -> Any:
+            return await fn()
+        return direct
+    return cluster.leading

@@ -1,0 +1,146 @@
+"""Benchmark: the PostgreSQL store beside DuckDB on the same data (issue 13).
+
+For each fleet (4,096 and 16,384 cards x 37 days of 5-minute rows, ``bench.rules``'s profiles,
+400 planted pending predictions, XID rows), the fleet is generated and summarised in DuckDB (not
+timed), then copied table by table into a throwaway PostgreSQL cluster (Debian's server, started
+by the bench like the tests do; CSV written by DuckDB, ``COPY ... FROM`` by the server, indexes
+built after the load, ``ANALYZE``; not timed). Then, on each engine, a fresh connection runs one
+worker tick (backfill + predict) and one prediction-stats call, and again (the second run reads
+warm caches). Printed: seconds per engine and the PostgreSQL / DuckDB ratio (target: <= 3x).
+
+    python -m bench.postgres                 # 4,096 and 16,384 cards x 37 days (~1 hour)
+    python -m bench.postgres --cards 4096    # one fleet
+    python -m bench.postgres --quick         # 256 cards x 10 days
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from bench.rules import END, generate, plant_predictions, summarise
+from evaluator.config.rules import load_ruleset
+from evaluator.stats.document import prediction_stats
+from evaluator.store import Database
+from evaluator.store.postgres import PostgresDatabase
+from evaluator.worker import Worker
+from tests.postgres import postgres_server
+
+NOW = END - timedelta(minutes=1)  # as bench.scale
+TABLES = ("gpu_health_rule_versions", "gpu_health_predictions", "gpu_health_samples",
+          "gpu_health_xid_samples", "gpu_health_sample_days", "gpu_health_window_edges",
+          "gpu_health_rollup_state", "gpu_health_nodes")
+# PostgreSQL's indexes of migration 6, dropped for the load and built after it
+PG_INDEXES = ("idx_samples_card_time", "idx_samples_time", "idx_xid_samples_series",
+              "idx_sample_days_card", "idx_sample_days_day", "idx_window_edges",
+              "idx_predictions_window")
+
+
+def build_duckdb(path: Path, cards: int, days: int) -> int:
+    db = Database(path)
+    rows, _ = generate(db, cards, days, END)
+    ruleset = load_ruleset(env={})
+    plant_predictions(db, ruleset.version, cards, NOW)
+    Worker(db, ruleset, clock=lambda: NOW).register(NOW)
+    summarise(db, NOW)
+    db.close()
+    return rows
+
+
+def copy_to_postgres(duck_path: Path, pg: PostgresDatabase, folder: Path) -> None:
+    """Every table's rows, DuckDB -> CSV -> PostgreSQL's COPY (the server reads the file)."""
+    duck = Database(duck_path, read_only=True)
+    indexes = {name: pg.fetchone("SELECT indexdef FROM pg_indexes WHERE indexname = ?",
+                                 [name])[0] for name in PG_INDEXES}
+    for name in PG_INDEXES:
+        pg.execute(f"DROP INDEX {name}")
+    folder.chmod(0o755)
+    for table in TABLES:
+        columns = [r[0] for r in duck.fetchall(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "ORDER BY ordinal_position", [table])]
+        # PostgreSQL's array literal for the hourly counts ({1,2}), DuckDB's list ([1, 2])
+        select = ", ".join(f"'{{' || array_to_string({c}, ',') || '}}'" if c == "corr_hours"
+                           else c for c in columns)
+        csv = folder / f"{table}.csv"
+        duck.execute(f"COPY (SELECT {select} FROM {table}) TO '{csv}' (HEADER false)")
+        csv.chmod(0o644)
+        pg.execute(f"DELETE FROM {table}")
+        pg.execute(f"COPY {table} ({', '.join(columns)}) FROM '{csv}' WITH (FORMAT csv)")
+        csv.unlink()
+    duck.close()
+    for sql in indexes.values():
+        pg.execute(sql)
+    pg.execute("VACUUM (ANALYZE)")  # hint bits and statistics, as autovacuum would leave them
+
+
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def measure(open_db: Callable[[], Database]) -> dict[str, float]:
+    """On a fresh connection: one worker tick (the first after a start: it backfills the
+    planted windows and predicts), then prediction-stats twice (cold, then warm caches)."""
+    ruleset = load_ruleset(env={})
+    db = open_db()
+    worker = Worker(db, ruleset, clock=lambda: NOW)
+    out = {"tick": timed(lambda: worker.tick(NOW))}
+    for run in ("stats_cold", "stats_warm"):
+        out[run] = timed(lambda: prediction_stats(db, now=NOW, ruleset=ruleset))
+    db.close()
+    return out
+
+
+def one_fleet(cards: int, days: int, tmp: Path) -> bool:
+    duck_path = tmp / f"fleet-{cards}.duckdb"
+    started = time.perf_counter()
+    rows = build_duckdb(duck_path, cards, days)
+    print(f"\n{cards:,} cards x {days} days: {rows:,} rows, DuckDB built in "
+          f"{time.perf_counter() - started:.0f} s (not timed)", flush=True)
+    with postgres_server() as server:
+        url = server.url(server.new_database())
+        pg = PostgresDatabase(url)
+        started = time.perf_counter()
+        copy_to_postgres(duck_path, pg, tmp)
+        pg.close()
+        print(f"  copied into PostgreSQL in {time.perf_counter() - started:.0f} s (not timed)",
+              flush=True)
+        results = {"duckdb": measure(lambda: Database(duck_path)),
+                   "postgresql": measure(lambda: PostgresDatabase(url))}
+    ok = True
+    for key in ("tick", "stats_cold", "stats_warm"):
+        d, p = results["duckdb"][key], results["postgresql"][key]
+        ratio = p / d if d else float("inf")
+        ok = ok and ratio <= 3.0
+        print(f"  {key:<11} DuckDB {d:7.2f} s   PostgreSQL {p:7.2f} s   ratio {ratio:5.2f}x",
+              flush=True)
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="256 cards x 10 days")
+    parser.add_argument("--cards", type=int, action="append")
+    parser.add_argument("--days", type=int, default=37)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    fleets = [(256, 10)] if args.quick else [(c, args.days) for c in args.cards or (4096, 16384)]
+    with tempfile.TemporaryDirectory(prefix="gpu-health-bench-pg-",
+                                     dir=os.environ.get("TMPDIR")) as tmp:
+        results = [one_fleet(cards, days, Path(tmp)) for cards, days in fleets]  # every fleet
+    ok = all(results)
+    print("target met: PostgreSQL within 3x of DuckDB" if ok else "TARGET MISSED (3x)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""The readings half of the composition root: where readings come from (discovery and scrape,
+or a Prometheus source), the ingestor they go through, retention behind it, and, with several
+evaluators on one PostgreSQL store, this evaluator's share of the scrape targets.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import timedelta
+
+from evaluator.app import EvaluatorApp
+from evaluator.backtest.bootstrap import HistoryBootstrap
+from evaluator.cluster.assign import TargetShare
+from evaluator.cluster.membership import Cluster
+from evaluator.config.file import Config
+from evaluator.http.api.auth import Principal
+from evaluator.http.ops import NodeViews, add_node_routes, source_views
+from evaluator.ingest.cycle import Ingestor
+from evaluator.ingest.dedup import DedupCache
+from evaluator.ingest.discovery import TICK_SECONDS, Discovery
+from evaluator.ingest.pipeline import IngestPipeline
+from evaluator.ingest.prometheus.metrics import SourceMetrics
+from evaluator.ingest.prometheus.source import PrometheusSource
+from evaluator.ingest.retention import Retention
+from evaluator.ingest.scrape import Scraper
+from evaluator.rules.ruleset import RuleSet
+from evaluator.selfmetrics import SelfMetrics
+from evaluator.store.api_queries import visible_nodes
+from evaluator.store.db import Database
+from gpu_health.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Readings:
+    """Where readings come from (scrape or a Prometheus source) and what stands behind."""
+
+    retention: Retention
+    present: Callable[[], Collection[str] | None]  # nodes still there (alerts close the rest)
+    pipeline: IngestPipeline | None = None
+    discovery: Discovery | None = None
+    source: PrometheusSource | None = None
+    bootstrap: HistoryBootstrap | None = None
+
+
+def readings(config: Config, app: EvaluatorApp, db: Database, clock: Clock, ruleset: RuleSet,
+             cluster: Cluster | None) -> Readings:
+    retention = Retention(db, days=config.retention_days, clock=clock, metrics=app.metrics,
+                          leading=None if cluster is None else cluster.leading)
+    app.on_stop(retention.close)
+    ingestor = _ingestor(config, app, db, retention)
+    if config.ingest.prometheus is not None:
+        source, bootstrap = _prometheus(config, app, db, clock, ingestor, ruleset)
+        return Readings(retention, source.present_nodes, source=source, bootstrap=bootstrap)
+    pipeline, discovery = _ingest(config, app, db, clock, ingestor, cluster)
+    return Readings(retention, _present(discovery), pipeline, discovery)
+
+
+def _ingestor(config: Config, app: EvaluatorApp, db: Database,
+              retention: Retention) -> Ingestor:
+    """Write rule + dedup -> store, whichever source the readings come from."""
+    cache = DedupCache(config.dedup.max_entries, timedelta(seconds=config.dedup.idle_seconds))
+    return Ingestor(db, cache, keepalive=timedelta(seconds=config.keepalive_seconds),
+                    source=config.ingest_source, metrics=app.metrics,
+                    on_written=retention.note_written)
+
+
+def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
+                ingestor: Ingestor, ruleset: RuleSet
+                ) -> tuple[PrometheusSource, HistoryBootstrap]:
+    """Prometheus source -> the same ingestor; the first-start history before it."""
+    c = config.ingest.prometheus
+    assert c is not None
+    step = c.step or config.scrape.interval
+    source = PrometheusSource(c, step=timedelta(seconds=step), db=db, ingestor=ingestor,
+                              clock=clock, metrics=SourceMetrics(app.registry),
+                              forget_after=timedelta(seconds=config.dedup.idle_seconds))
+    bootstrap = HistoryBootstrap(db, c, source, ruleset=ruleset, clock=clock,
+                                 keepalive=timedelta(seconds=config.keepalive_seconds))
+    app.on_start(source.open)
+    app.on_start(bootstrap.prepare)
+    app.on_stop(source.close)
+    app.add_background("history", bootstrap.run)
+    app.add_ready_check("source", source.not_ready)
+    app.add_loop("ingest", step, source.run_cycle,
+                 stuck_after=max(3 * step + c.timeout * 4, 300.0))
+    add_node_routes(app.web_app, app, source_views(
+        source, lambda principal: db.run(visible_nodes, db, principal.tenant_list or [])))
+
+    async def ready() -> None:
+        log.info("evaluator ready: storage %s, reading %s metrics from %s every %gs, listening "
+                 "on %s", config.storage_path, c.metrics, c.url, step, config.listen_address)
+
+    app.on_start(ready, after_ticks=True)
+    return source, bootstrap
+
+
+def _present(discovery: Discovery) -> Callable[[], Collection[str] | None]:
+    def present_nodes() -> Collection[str] | None:
+        if not discovery.ready:
+            return None
+        return {t.node_id for t in discovery.targets}
+
+    return present_nodes
+
+
+def _ingest(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
+            ingestor: Ingestor, cluster: Cluster | None) -> tuple[IngestPipeline, Discovery]:
+    """Discovery -> scrape (this evaluator's share of the targets) -> the ingestor."""
+    metrics: SelfMetrics = app.metrics
+    discovery = Discovery(config, metrics=metrics)
+    scrape = config.scrape
+    scraper = Scraper(timeout=scrape.timeout, max_concurrency=scrape.max_concurrency,
+                      max_response_bytes=scrape.max_response_bytes, clock=clock,
+                      sample_limit=scrape.sample_limit, max_cards=scrape.max_cards_per_target)
+    share = None if cluster is None else TargetShare(cluster.members, cluster.me,
+                                                      ingestor.forget_nodes)
+    pipeline = IngestPipeline(targets=lambda: discovery.targets if share is None else
+                              share(discovery.targets), scraper=scraper,
+                              ingestor=ingestor, clock=clock, metrics=metrics)
+
+    async def open_clients() -> None:
+        await scraper.__aenter__()
+        await discovery.start()
+
+    async def close_clients() -> None:
+        await scraper.close()
+        await discovery.close()
+
+    async def discover() -> None:
+        await discovery.refresh(clock())
+
+    app.on_start(open_clients)
+    app.on_stop(close_clients)
+    app.add_ready_check("discovery", lambda: None if discovery.ready else (
+        "target discovery has not produced a target list from every source yet"))
+    app.add_loop("discovery", TICK_SECONDS, discover, at_start=True)
+    app.add_loop("ingest", scrape.interval, pipeline.run_cycle,
+                 stuck_after=max(3 * scrape.interval + scrape.timeout, 300.0))
+    add_node_routes(app.web_app, app, _node_views(db, discovery, pipeline))
+    app.on_start(lambda: _log_ready(config, discovery), after_ticks=True)
+    return pipeline, discovery
+
+
+
+def _node_views(db: Database, discovery: Discovery, pipeline: IngestPipeline) -> NodeViews:
+    """Which nodes a caller may see: those the store files under one of its tenants (as the
+    API decides) and the discovered targets labelled with one of them."""
+
+    async def visible(principal: Principal) -> frozenset[str]:
+        tenants = principal.tenant_list or []
+        stored = await db.run(visible_nodes, db, tenants)
+        return stored | {t.node_id for t in discovery.targets if t.tenant in tenants}
+
+    return NodeViews(
+        targets=lambda: (discovery.targets, pipeline.last_results, discovery.conflicts,
+                         discovery.last_errors),
+        visible=visible, target_nodes=lambda: {t.url: t.node_id for t in discovery.targets})
+
+
+async def _log_ready(config: Config, discovery: Discovery) -> None:
+    log.info("evaluator ready: storage %s, %d target(s), listening on %s",
+             config.storage_path, len(discovery.targets), config.listen_address)
+
+

@@ -1,0 +1,215 @@
+"""PostgreSQL as the store (``storage.url: postgresql://...``): the only module importing psycopg.
+
+The store's statements are written once for both engines (DuckDB's dialect plus the functions
+:mod:`evaluator.store.pg_compat` gives PostgreSQL); here they are passed to psycopg with DuckDB's
+placeholders (``?`` and ``$name``) rewritten to psycopg's (``%s`` and ``%(name)s``).
+
+Connections come from one psycopg pool. A transaction keeps its connection on its thread from
+BEGIN to COMMIT (the store's transactions span several ``execute`` calls); a statement outside a
+transaction borrows one for itself (autocommit). Sessions run in UTC; ``numeric`` results (a
+``sum`` of BIGINTs) read back as ``int`` when integral and ``float`` otherwise, like DuckDB's.
+
+Fencing (issue 13): while :data:`FENCE` holds a check (set by the leader's loops, see
+:mod:`evaluator.store.leader`), every write transaction on this database begins with that check,
+and a statement outside a transaction gets a transaction of its own, so a deposed leader's write
+fails before it lands instead of racing the new leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+import psycopg.errors
+from psycopg.adapt import Loader
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from evaluator.store.db import Database, Result
+from evaluator.store.pg_compat import COMPAT, numbered, rewrite, to_pyformat
+from gpu_health.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+# The leader's fencing check (a callable run inside each write transaction), or None.
+FENCE: ContextVar[Callable[[Database], None] | None] = ContextVar("gpu_health_fence",
+                                                                    default=None)
+# Measured with bench.postgres (1,024 cards x 37 days): the tick's feature statement sorts a
+# few hundred thousand rows and spilled to disk at the default 4 MB work_mem; JIT compiled its
+# expressions for longer than they ran.
+_SESSION = "-c work_mem=64MB -c jit=off"
+_CONFLICTS = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected,
+              psycopg.errors.UniqueViolation)
+
+
+class _NumericLoader(Loader):
+    """numeric -> int when integral, else float (DuckDB returns HUGEINT/DOUBLE for the same)."""
+
+    def load(self, data: Any) -> int | float:
+        text = bytes(data).decode()
+        if "." in text or "e" in text.lower() or text in ("NaN", "Infinity", "-Infinity"):
+            return float(text)
+        return int(text)
+
+
+def safe_url(url: str) -> str:
+    """``host:port/database`` of a URL: what messages name (never the user's password)."""
+    parts = urlsplit(url)
+    return f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path or '/'}"
+
+
+class PostgresDatabase(Database):
+    """A PostgreSQL database shared by several evaluators, migrated on open."""
+
+    engine = "postgresql"
+    shared = True
+
+    def __init__(self, url: str, *, password: str | None = None, threads: int = 2,
+                 connect_timeout: float = 10.0, statement_timeout_s: float = 300.0,
+                 application_name: str = "gpu-health-evaluator") -> None:
+        self.path = safe_url(url)
+        self._setup_common(threads)
+        kwargs: dict[str, Any] = {"autocommit": True,
+                                  "connect_timeout": max(1, int(connect_timeout)),
+                                  "options": f"-c TimeZone=UTC -c statement_timeout="
+                                             f"{int(statement_timeout_s * 1000)} {_SESSION}"}
+        if password is not None:
+            kwargs["password"] = password
+        # Which evaluator a session belongs to, in pg_stat_activity and the server's log.
+        kwargs["application_name"] = application_name[:63]
+        self._pool = ConnectionPool(url, min_size=1, max_size=threads + 6, kwargs=kwargs,
+                                    configure=self._configure, open=False,
+                                    timeout=connect_timeout, name="gpu-health")
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except (PoolTimeout, psycopg.Error) as exc:
+            self._pool.close()
+            raise StoreError(f"cannot connect to PostgreSQL at {self.path} within "
+                             f"{connect_timeout:g}s", reason="open") from exc
+        self._held = threading.local()
+        self._by_thread: dict[int, psycopg.Connection[Any]] = {}  # for interrupter()
+        self.migrate()
+        self.read_memo()
+
+    @staticmethod
+    def _configure(con: psycopg.Connection[Any]) -> None:
+        con.adapters.register_loader("numeric", _NumericLoader)
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any] | None:
+        con: psycopg.Connection[Any] | None = getattr(self._held, "con", None)
+        return con
+
+    def _run_on(self, con: psycopg.Connection[Any], sql: str,
+                params: Sequence[Any] | dict[str, Any] | None) -> Result:
+        with con.cursor() as cur:
+            sql = rewrite(sql)
+            if params is None:  # no placeholders: psycopg then leaves "%" alone too
+                cur.execute(sql)
+            else:
+                text, by_number = to_pyformat(sql)
+                if by_number and not isinstance(params, dict):
+                    params = numbered(params)
+                cur.execute(text, params)
+            rows = cur.fetchall() if cur.description is not None else []
+            return Result(rows, cur.rowcount)
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+        """Run one statement (in this thread's transaction, or alone); count it; wrap errors."""
+        con = self._connection()
+        if con is None and FENCE.get() is not None:
+            with self.transaction():  # the fence is checked before the statement
+                return self.execute(sql, params)
+        with self._lock:
+            self.statements += 1
+        try:
+            if con is not None:
+                return self._run_on(con, sql, params)
+            with self._pool.connection() as borrowed:
+                return self._run_on(borrowed, sql, params)
+        except PoolTimeout as exc:
+            raise StoreError(f"PostgreSQL at {self.path}: no connection", reason="unavailable") \
+                from exc
+        except psycopg.Error as exc:
+            raise _store_error(exc, self.path) from exc
+
+    def modify(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> int:
+        """Run an INSERT, UPDATE or DELETE; return how many rows it changed."""
+        result: Result = self.execute(sql, params)
+        return max(0, result.rowcount)
+
+    def _begin(self) -> None:
+        try:
+            con = self._pool.getconn()
+        except PoolTimeout as exc:
+            raise StoreError(f"PostgreSQL at {self.path}: no connection", reason="unavailable") \
+                from exc
+        try:
+            con.execute("BEGIN")
+        except psycopg.Error as exc:
+            self._pool.putconn(con)
+            raise _store_error(exc, self.path) from exc
+        self._held.con = con
+        self._by_thread[threading.get_ident()] = con
+        fence = FENCE.get()
+        if fence is not None:
+            fence(self)
+
+    def _end(self, commit: bool) -> None:
+        con = self._connection()
+        self._held.con = None
+        self._by_thread.pop(threading.get_ident(), None)
+        if con is None:
+            return
+        try:
+            con.execute("COMMIT" if commit else "ROLLBACK")
+        except psycopg.Error as exc:
+            if commit:
+                raise _store_error(exc, self.path) from exc
+            log.warning("rollback failed: %s", type(exc).__name__)
+        finally:
+            self._pool.putconn(con)
+
+    def interrupter(self) -> Callable[[], None]:
+        """Cancel the statement of this thread's transaction (PostgreSQL's cancel request)."""
+        thread = threading.get_ident()
+
+        def cancel() -> None:
+            con = self._by_thread.get(thread)
+            if con is not None:
+                con.cancel_safe(timeout=5.0)
+        return cancel
+
+    @contextmanager
+    def locked(self, key: int) -> Iterator[None]:
+        """A transaction holding a transaction-scoped advisory lock (migrations of several
+        evaluators starting at once run one after another)."""
+        with self.transaction():
+            self.execute("SELECT pg_advisory_xact_lock(?)", [key])
+            yield
+
+    def compat(self) -> None:
+        """The DuckDB functions the shared statements use, defined for PostgreSQL."""
+        for statement in COMPAT:
+            self.execute(statement)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self._pool.close()
+
+
+def _store_error(exc: psycopg.Error, where: str) -> StoreError:
+    if isinstance(exc, _CONFLICTS):
+        reason = "conflict"
+    elif isinstance(exc, psycopg.OperationalError):
+        reason = "unavailable"
+    else:
+        reason = "query"
+    # psycopg's message names the statement's problem, never the connection's password.
+    return StoreError(f"PostgreSQL at {where}: {type(exc).__name__}: {exc}", reason=reason)
