@@ -62,6 +62,7 @@ class Cluster:
         self._monotonic = monotonic
         self.view: store.ClusterView | None = None
         self._renewed: float | None = None  # monotonic time the last heartbeat was sent
+        self._failed: str | None = None  # why the last heartbeat failed (None: it did not)
         self._leading = False
         self.metrics.leader.set(0)
 
@@ -94,10 +95,12 @@ class Cluster:
         try:
             view = await self.db.run(store.sync, self.db, self.me, self.config.address,
                                      self.config.ttl)
-        except BaseException:
+        except BaseException as exc:
             self.metrics.heartbeat_errors.inc()
+            self._failed = str(getattr(exc, "reason", "internal"))
             self._set_leading(self.is_leader)  # steps down once a TTL has passed
             raise
+        self._failed = None
         self.view = view
         self._renewed = sent
         self._set_leading(view.lease.mine)
@@ -141,6 +144,8 @@ class Cluster:
 
     def not_ready(self) -> str | None:
         """/readyz: not ready while the store cannot be reached for a heartbeat."""
+        if self._failed is not None:
+            return f"the last heartbeat failed ({self._failed}): cannot reach the store"
         if self._renewed is None:
             return "no heartbeat written to the store yet"
         age = self._monotonic() - self._renewed

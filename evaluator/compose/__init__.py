@@ -187,7 +187,8 @@ def open_store(config: Config, member: str) -> Database:
         return Database(config.storage_path)
     return PostgresDatabase(pg.url, password=pg.password, connect_timeout=pg.connect_timeout,
                             statement_timeout_s=pg.statement_timeout,
-                            application_name=f"gpu-health-evaluator/{member}")
+                            application_name=f"gpu-health-evaluator/{member}",
+                            lease_ttl_s=config.ha.lease_ttl)
 
 
 def _cluster(config: Config, app: EvaluatorApp, db: Database, member: str) -> Cluster | None:

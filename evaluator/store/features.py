@@ -72,7 +72,11 @@ def card_features(
 
 def _slices(lo: datetime, hi: datetime, params: RuleParams) -> list[tuple[datetime, datetime]]:
     """Disjoint time ranges holding every row a boundary value or partial hour can come from."""
-    margin = 2 * params.boundary_max_age + timedelta(hours=1)
+    # A boundary b = t0 - offset, t0 up to max_age before the tick, reads rows in
+    # [b - max_age, b] (its value) and [hour of b, b] (the partial hour of the baseline count);
+    # nothing older. (It was 2 x max_age + 1 h: 3 h instead of 2 h of rows at max_age = 1 h,
+    # which PostgreSQL materialises and sorts.)
+    margin = params.boundary_max_age + max(params.boundary_max_age, timedelta(hours=1))
     ranges = sorted((lo - timedelta(seconds=off) - margin, hi - timedelta(seconds=off))
                     for off in set(offsets(params)))
     merged: list[tuple[datetime, datetime]] = []

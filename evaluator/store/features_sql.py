@@ -47,33 +47,12 @@ heads AS (
     {asof}
     WHERE r.sampled_at >= ca.ev - to_seconds($max_age)
 ),
-near AS MATERIALIZED (
-{slices}
-),
 points AS (
     SELECT h.ev, h.node_id, h.gpu_index, h.ukey, o.j, h.t0 - to_seconds(o.off) AS b
     FROM heads h
     CROSS JOIN (SELECT unnest($offs::BIGINT[]) AS off, unnest($js::INTEGER[]) AS j) o
 ),
-probes AS MATERIALIZED (
-    -- [b - max_age, b] spans at most two buckets of width max_age: join on each (an equi-join,
-    -- so a row only meets the few boundaries next to it), then keep rows inside the range.
-    -- MATERIALIZED: PostgreSQL would otherwise flatten this into the join below and, without
-    -- statistics on the CTEs, test the bucket after a merge join on the card alone (measured
-    -- 0.45 s of 1.9 s at 1,024 cards; DuckDB plans the same either way).
-    SELECT *, (epoch_us(b) // $bucket_us) - d AS bucket
-    FROM points CROSS JOIN (VALUES (0), (1)) AS shift(d)
-),
-vals AS (
-    SELECT p.ev, p.node_id, p.gpu_index, p.j,
-           {values}
-    FROM probes p
-    JOIN near s
-      ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.ukey = p.ukey
-     AND s.bucket = p.bucket
-     AND s.sampled_at <= p.b AND s.sampled_at >= p.b - to_seconds($max_age)
-    GROUP BY p.ev, p.node_id, p.gpu_index, p.j
-),
+{boundaries}
 pivoted AS (
     SELECT ev, node_id, gpu_index,
            {pivots}
@@ -111,16 +90,6 @@ whole AS (
           ON r.node_id = b.node_id AND r.gpu_index = b.gpu_index AND r.ukey = b.ukey
          AND r.h >= b.h1 AND r.h < b.h2) AS u
     GROUP BY ev, node_id, gpu_index
-),
-partial AS (
-    -- rows in [trunc(x), x] for x = t0 (added) and x = t0 - B (already in whole, subtracted)
-    SELECT p.ev, p.node_id, p.gpu_index, p.j, count(*) AS n
-    FROM (SELECT *, date_trunc('hour', b) AS hb FROM points WHERE j IN (0, {base_j})) p
-    JOIN (SELECT *, date_trunc('hour', sampled_at) AS hs FROM near
-          WHERE ecc_corrected_total IS NOT NULL) s
-      ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.ukey = p.ukey
-     AND s.hs = p.hb AND s.sampled_at <= p.b
-    GROUP BY p.ev, p.node_id, p.gpu_index, p.j
 )
 -- One row per (time, card) from its parts: a GROUP BY over their union instead of four joins
 -- on the key (PostgreSQL, with no statistics on these CTEs, planned the joins as nested loops:
@@ -143,6 +112,69 @@ GROUP BY ev, node_id, gpu_index
 HAVING max(head) IS NOT NULL AND ({known_at_t0})
 ORDER BY ev, node_id, gpu_index
 """
+
+# The rows next to each boundary. DuckDB: every card's rows of the slices around the boundaries
+# (``near``, one scan per slice), joined on time buckets. PostgreSQL: an index range scan per
+# card and boundary instead; materialising and sorting ``near`` was 2 of its 5 s at 4,096 cards
+# (bench.postgres), while DuckDB scans and hash-joins it in a tenth of that.
+_BOUNDARIES: Final = {
+    "duckdb": """near AS MATERIALIZED (
+{slices}
+),
+probes AS MATERIALIZED (
+    -- [b - max_age, b] spans at most two buckets of width max_age: join on each (an equi-join,
+    -- so a row only meets the few boundaries next to it), then keep rows inside the range.
+    -- MATERIALIZED: PostgreSQL would otherwise flatten this into the join below and, without
+    -- statistics on the CTEs, test the bucket after a merge join on the card alone (measured
+    -- 0.45 s of 1.9 s at 1,024 cards; DuckDB plans the same either way).
+    SELECT *, (epoch_us(b) // $bucket_us) - d AS bucket
+    FROM points CROSS JOIN (VALUES (0), (1)) AS shift(d)
+),
+vals AS (
+    SELECT p.ev, p.node_id, p.gpu_index, p.j,
+           {values}
+    FROM probes p
+    JOIN near s
+      ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.ukey = p.ukey
+     AND s.bucket = p.bucket
+     AND s.sampled_at <= p.b AND s.sampled_at >= p.b - to_seconds($max_age)
+    GROUP BY p.ev, p.node_id, p.gpu_index, p.j
+),
+partial AS (
+    -- rows in [trunc(x), x] for x = t0 (added) and x = t0 - B (already in whole, subtracted)
+    SELECT p.ev, p.node_id, p.gpu_index, p.j, count(*) AS n
+    FROM (SELECT *, date_trunc('hour', b) AS hb FROM points WHERE j IN (0, {base_j})) p
+    JOIN (SELECT *, date_trunc('hour', sampled_at) AS hs FROM near
+          WHERE ecc_corrected_total IS NOT NULL) s
+      ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.ukey = p.ukey
+     AND s.hs = p.hb AND s.sampled_at <= p.b
+    GROUP BY p.ev, p.node_id, p.gpu_index, p.j
+),""",
+    "postgresql": """vals AS (
+    -- each boundary's rows in [b - max_age, b] by an index range scan of its card
+    SELECT p.ev, p.node_id, p.gpu_index, p.j,
+           {values}
+    FROM points p
+    CROSS JOIN LATERAL (
+        SELECT q.sampled_at, {columns_q} FROM gpu_health_samples q
+        WHERE q.node_id = p.node_id AND q.gpu_index = p.gpu_index AND q.source = $source
+          AND q.sampled_at <= p.b AND q.sampled_at >= p.b - to_seconds($max_age)
+          AND coalesce(q.gpu_uuid, '') = p.ukey
+        OFFSET 0) s  -- kept a per-boundary probe: pulled up, it became a join of the table
+    GROUP BY p.ev, p.node_id, p.gpu_index, p.j
+),
+partial AS (
+    -- rows in [trunc(x), x] for x = t0 (added) and x = t0 - B (already in whole, subtracted)
+    SELECT p.ev, p.node_id, p.gpu_index, p.j, s.n
+    FROM points p
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n FROM gpu_health_samples q
+        WHERE q.node_id = p.node_id AND q.gpu_index = p.gpu_index AND q.source = $source
+          AND q.sampled_at >= date_trunc('hour', p.b) AND q.sampled_at <= p.b
+          AND q.ecc_corrected_total IS NOT NULL AND coalesce(q.gpu_uuid, '') = p.ukey) s
+    WHERE p.j IN (0, {base_j})
+),""",
+}
 
 
 def _pivot_columns(params: RuleParams) -> list[str]:
@@ -180,8 +212,9 @@ def build_sql(params: RuleParams, n_slices: int, cards: bool = False,
     ``cards``: only the cards of $card_nodes/$card_idx; ``engine``: the store's dialect."""
     columns = _pivot_columns(params)
     semi = _CARDS if cards else ""
-    return _TEMPLATE.format(
+    return _TEMPLATE.replace("{boundaries}", _BOUNDARIES[engine]).format(
         asof=_ASOF[engine],
+        columns_q=", ".join(f"q.{c}" for c in _NEEDED.values()),
         cards_cte=_CARDS_CTE if cards else "",
         cards=semi,
         slices="\n    UNION ALL\n".join(

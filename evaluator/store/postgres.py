@@ -71,13 +71,14 @@ class PostgresDatabase(Database):
 
     def __init__(self, url: str, *, password: str | None = None, threads: int = 2,
                  connect_timeout: float = 10.0, statement_timeout_s: float = 300.0,
-                 application_name: str = "gpu-health-evaluator") -> None:
+                 application_name: str = "gpu-health-evaluator",
+                 lease_ttl_s: float | None = None) -> None:
         self.path = safe_url(url)
         self._setup_common(threads)
+        self._lease_ttl_ms = None if lease_ttl_s is None else int(lease_ttl_s * 1000)
         kwargs: dict[str, Any] = {"autocommit": True,
                                   "connect_timeout": max(1, int(connect_timeout)),
-                                  "options": f"-c TimeZone=UTC -c statement_timeout="
-                                             f"{int(statement_timeout_s * 1000)} {_SESSION}"}
+                                  "options": _options(statement_timeout_s, lease_ttl_s)}
         if password is not None:
             kwargs["password"] = password
         # Which evaluator a session belongs to, in pg_stat_activity and the server's log.
@@ -96,9 +97,13 @@ class PostgresDatabase(Database):
         self.migrate()
         self.read_memo()
 
-    @staticmethod
-    def _configure(con: psycopg.Connection[Any]) -> None:
+    def _configure(self, con: psycopg.Connection[Any]) -> None:
         con.adapters.register_loader("numeric", _NumericLoader)
+        if self._lease_ttl_ms is not None and con.info.server_version >= 140000:
+            # A session whose client died (kill -9) while it waited on a lock would hold its
+            # locks, the lease row's among them, until the wait ends; the server checks the
+            # client every third of a lease TTL instead (PostgreSQL 14 and newer).
+            con.execute(f"SET client_connection_check_interval = {self._lease_ttl_ms // 3}")
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -202,6 +207,16 @@ class PostgresDatabase(Database):
     def close(self) -> None:
         self._executor.shutdown(wait=True)
         self._pool.close()
+
+
+def _options(statement_timeout_s: float, lease_ttl_s: float | None) -> str:
+    """Session settings. With a lease TTL (several evaluators): a transaction left idle for a
+    TTL (its client paused or cut off while holding the lease row's share lock) is ended by the
+    server, so it cannot keep the next leader waiting."""
+    options = f"-c TimeZone=UTC -c statement_timeout={int(statement_timeout_s * 1000)} {_SESSION}"
+    if lease_ttl_s is not None:
+        options += f" -c idle_in_transaction_session_timeout={int(lease_ttl_s * 1000)}"
+    return options
 
 
 def _store_error(exc: psycopg.Error, where: str) -> StoreError:

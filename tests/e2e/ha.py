@@ -129,6 +129,23 @@ class HaCluster:
             db.close()
         return None if row is None else (str(row[0]), int(row[1]))
 
+    @contextlib.contextmanager
+    def tick_held(self, member: str) -> Iterator[None]:
+        """Hold ``member`` in the middle of a worker tick: this session locks the predictions
+        table (ACCESS EXCLUSIVE) until the block ends, and the block begins once a session of
+        ``member`` waits for that lock (inside its fenced transaction)."""
+        import psycopg
+
+        with psycopg.connect(self.server.url(self.database)) as con:
+            con.execute("LOCK TABLE gpu_health_predictions IN ACCESS EXCLUSIVE MODE")
+            name = f"gpu-health-evaluator/{member}"
+            with psycopg.connect(self.server.url(self.database), autocommit=True) as watch:
+                self.wait(f"{member} to wait for the predictions table", lambda: watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                    "AND wait_event_type = 'Lock'", [name]).fetchone()[0], 30)  # type: ignore[index]
+            yield
+            con.rollback()
+
     def signal(self, member: str, sig: signal.Signals) -> None:
         os.kill(self.pids[member], sig)
 

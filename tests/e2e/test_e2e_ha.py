@@ -4,8 +4,11 @@ PostgreSQL, twelve stand-in exporters, a real Alertmanager (tests/e2e/ha.py).
 In file order on one cluster: one leader, every target scraped by exactly one member; the
 degrading cards' predictions alert once; kill -9 of the leader: a new leader within 2 x TTL,
 the dead member's targets scraped again within two cycles, the alerts neither lost nor doubled;
-SIGSTOP of the new leader past its lease, then SIGCONT: the third member leads, and the resumed
-process wrote nothing a leader writes after it lost the lease.
+SIGSTOP of the new leader in the middle of a tick, past its lease, then SIGCONT: the third
+member leads once the server ends the stopped one's idle transaction, and the resumed process
+wrote nothing a leader writes after it lost the lease. "In the middle of a tick" is made
+certain, not hoped for: the test locks the predictions table until the leader's tick waits on
+it inside its fenced transaction (``HaCluster.tick_held``).
 """
 
 from __future__ import annotations
@@ -89,13 +92,14 @@ def test_the_degrading_cards_alert_once(ha: HaCluster) -> None:
     assert open_alert_nodes(ha) == sorted(DEGRADING)
 
 
-def test_kill_9_of_the_leader(ha: HaCluster) -> None:
+def test_kill_9_of_the_leader_in_the_middle_of_a_tick(ha: HaCluster) -> None:
     old, token = ha.wait("a leader", ha.leader)
-    killed_at = time.monotonic()
-    ha.signal(old, signal.SIGKILL)
-    ha.procs.items = [p for p in ha.procs.items if p.name != old]  # it is meant to be dead
-    _new, new_token = ha.wait("a new leader", lambda: (lambda lease: lease if lease and
-                                                      lease[0] != old else None)(ha.leader()))
+    with ha.tick_held(old):  # its tick waits inside a transaction that checked its fence
+        killed_at = time.monotonic()
+        ha.signal(old, signal.SIGKILL)
+        ha.procs.items = [p for p in ha.procs.items if p.name != old]  # it is meant to be dead
+        _, new_token = ha.wait("a new leader", lambda: (
+            lambda lease: lease if lease and lease[0] != old else None)(ha.leader()))
     took = time.monotonic() - killed_at
     assert took <= 2 * TTL_S + 1.0, f"new leader after {took:.1f}s"  # 1 s: this poll's step
     assert new_token > token
@@ -110,7 +114,10 @@ def test_kill_9_of_the_leader(ha: HaCluster) -> None:
 
 def test_sigstop_past_the_lease_then_resume(ha: HaCluster) -> None:
     paused, token = ha.wait("a leader", ha.leader)
-    ha.signal(paused, signal.SIGSTOP)
+    with ha.tick_held(paused):  # stopped in the middle of a tick, inside a fenced transaction
+        ha.signal(paused, signal.SIGSTOP)
+    # its transaction now sits idle, holding the lease row's share lock, until the server ends
+    # it (idle_in_transaction_session_timeout = the TTL); only then can another member lead
     took_over = ha.wait("another member to take the lease", lambda: (
         lambda lease: lease if lease and lease[0] != paused else None)(ha.leader()), 30)
     lost_at = datetime.now(UTC)  # the lease was someone else's by now at the latest
@@ -125,6 +132,8 @@ def test_sigstop_past_the_lease_then_resume(ha: HaCluster) -> None:
     resumed = time.monotonic()
     ha.wait("three worker ticks after the resume", lambda: time.monotonic() - resumed > 9)
     assert ha.writes_by(paused, LEADER_TABLES, lost_at) == []
+    assert any(f"gpu-health-evaluator/{paused}@" in line and "idle-in-transaction" in line
+               for line in ha.server.log_lines())
     # ...while the log does show the leader's own writes (the check can see writes)
     assert ha.writes_by(took_over[0], LEADER_TABLES, lost_at) != []
     assert ha.leader() is not None and ha.leader()[0] == took_over[0]  # type: ignore[index]

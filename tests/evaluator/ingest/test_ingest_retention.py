@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -95,3 +96,23 @@ async def test_ingest_triggers_cleanup_in_its_own_task_off_the_scrape_path(db: D
     assert retention.runs == 0  # scheduled, not run inside the cycle
     await retention.wait()
     assert retention.runs == 1 and count_samples(db) == 8
+
+
+async def test_with_several_evaluators_only_the_leader_cleans_up(db: Database) -> None:
+    clock = FakeClock()
+    seed_rows(db, clock, [200, 1])
+    leading = {"now": False}
+    calls: list[bool] = []
+
+    async def lead(fn: Callable[[], Awaitable[Any]]) -> Any:  # Cluster.leading's contract
+        calls.append(leading["now"])
+        return await fn() if leading["now"] else None
+
+    retention = Retention(db, days=180, clock=clock, every_rows=1, leading=lead)
+    retention.note_written(1)
+    await retention.wait()
+    assert retention.runs == 0 and count_samples(db) == 2  # a follower: nothing deleted
+    leading["now"] = True
+    retention.note_written(1)
+    await retention.wait()
+    assert retention.runs == 1 and count_samples(db) == 1 and calls == [False, True]

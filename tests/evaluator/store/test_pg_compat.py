@@ -1,0 +1,74 @@
+"""The statements written once answer the same on both engines where the dialects differ most
+(issue 13): DuckDB's arg_min/arg_max against PostgreSQL's rewrite of them, over random rows
+with unknown values and a FILTER; integer division; the hour arithmetic of the features."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import duckdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evaluator.store.postgres import PostgresDatabase
+from tests.postgres import PostgresServer
+
+BASE = datetime(2026, 1, 1)
+QUERY = ("SELECT g, arg_min(v, k), arg_max(v, k), arg_min(v, k) FILTER (WHERE v > 5), "
+         "arg_max_null(v, k), arg_min_null(v, k) FROM rows GROUP BY g ORDER BY g")
+
+
+@pytest.fixture(scope="module")
+def pg(postgres: PostgresServer) -> Iterator[PostgresDatabase]:
+    db = PostgresDatabase(postgres.url(postgres.new_database()))
+    yield db
+    db.close()
+
+
+rows_st = st.lists(
+    st.tuples(st.integers(0, 2), st.one_of(st.none(), st.integers(-10**12, 10**12))),
+    min_size=1, max_size=40)
+
+
+def _load(rows: list[tuple[int, int | None]]) -> list[tuple[int, int | None, datetime]]:
+    # distinct keys per group: both engines then agree on which row is first and last
+    return [(g, v, BASE + timedelta(minutes=i)) for i, (g, v) in enumerate(rows)]
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows_st)
+def test_arg_min_and_max_agree_across_engines(pg: PostgresDatabase,
+                                              rows: list[tuple[int, int | None]]) -> None:
+    data = _load(rows)
+    duck = duckdb.connect()
+    duck.execute("CREATE TABLE rows (g INTEGER, v BIGINT, k TIMESTAMP)")
+    duck.executemany("INSERT INTO rows VALUES (?, ?, ?)", data)
+    expected = duck.execute(QUERY).fetchall()
+    duck.close()
+    with pg.transaction():
+        pg.execute("CREATE TEMP TABLE rows (g INTEGER, v BIGINT, k TIMESTAMP) ON COMMIT DROP")
+        pg.execute("INSERT INTO rows SELECT unnest($1::INTEGER[]), unnest($2::BIGINT[]), "
+                   "unnest($3::TIMESTAMP[])", [list(c) for c in zip(*data, strict=True)])
+        got = pg.fetchall(QUERY)
+    assert [tuple(r) for r in got] == expected
+
+
+@pytest.mark.parametrize(("sql", "params"), [
+    ("SELECT (7::BIGINT // 2) - 1, (-7)::BIGINT // 2", None),
+    ("SELECT datediff('hour', $a::TIMESTAMP, $b::TIMESTAMP), hour($b::TIMESTAMP)",
+     {"a": datetime(2026, 1, 1, 0, 59), "b": datetime(2026, 1, 2, 3, 0)}),
+    ("SELECT list_sum(list_slice(list_value(1::BIGINT, 2::BIGINT, 3::BIGINT), 2, 3)), "
+     "list_contains(list_value('a'::VARCHAR, 'b'::VARCHAR), 'b'::VARCHAR)", None),
+    ("SELECT epoch_us($t::TIMESTAMP), $t::TIMESTAMP + to_microseconds(1500000)",
+     {"t": datetime(2026, 1, 1, 0, 0, 0, 250)}),
+])
+def test_shared_functions_answer_alike(pg: PostgresDatabase, sql: str,
+                                       params: dict[str, Any] | None) -> None:
+    duck = duckdb.connect()
+    expected = duck.execute(sql, params).fetchone() if params else duck.execute(sql).fetchone()
+    duck.close()
+    assert tuple(pg.fetchone(sql, params)) == expected
