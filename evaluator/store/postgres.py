@@ -164,7 +164,11 @@ class PostgresDatabase(Database):
         self._by_thread[threading.get_ident()] = con
         fence = FENCE.get()
         if fence is not None:
-            fence(self)
+            try:
+                fence(self)
+            except BaseException:
+                self._end(commit=False)  # the connection goes back, the transaction undone
+                raise
 
     def _end(self, commit: bool) -> None:
         con = self._connection()

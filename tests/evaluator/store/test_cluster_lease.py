@@ -109,3 +109,16 @@ def _wait_for_a_lock_wait(db: PostgresDatabase) -> None:
         if row[0]:
             return
     raise AssertionError("the candidate never waited for the lease row")
+
+
+def test_a_refused_fence_returns_its_connection(
+        pg: tuple[PostgresDatabase, PostgresDatabase]) -> None:
+    a, _ = pg
+    reset = FENCE.set(lambda db: check_fence(db, "nobody", 1))
+    try:
+        for _ in range(20):  # more than the pool holds: a leaked connection would time out
+            with pytest.raises(StoreError):
+                a.execute("SELECT 1")
+    finally:
+        FENCE.reset(reset)
+    assert a.fetchone("SELECT 1")[0] == 1
