@@ -9,7 +9,6 @@ evaluator/e<i>``, and the test database logs every modifying statement with that
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -28,7 +27,7 @@ from evaluator.model import CardKey, Counters, Sample
 from evaluator.store.postgres import PostgresDatabase
 from evaluator.store.samples import insert_samples
 from tests.e2e.chain import CORRECTED_END, REPO, binary, console_script, seeded_corrected
-from tests.e2e.stack import Procs, free_port, http, wait_for
+from tests.e2e.stack import Procs, ThreadedServer, free_port, http, wait_for
 from tests.evaluator.ingest_support import Card, a100, render
 from tests.postgres import PASSWORD, PostgresServer
 
@@ -39,18 +38,18 @@ SCRAPE_S = 4.0
 MEMBERS = ("e1", "e2", "e3")
 
 
-class Fleet:
+class Fleet(ThreadedServer):
     """Stand-in exporters: node ``ha-NN`` on its own port, two cards each."""
 
+    name = "stand-in fleet"
+
     def __init__(self) -> None:
+        super().__init__()
         self.ports = {f"ha-{i:02d}": free_port() for i in range(NODES)}
         self.corrected = dict.fromkeys(self.ports, CORRECTED_END)
+        self.uncorrected = dict.fromkeys(self.ports, 0)
         self.scrapes: dict[str, list[float]] = {node: [] for node in self.ports}
         self._lock = threading.Lock()
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, name="fleet", daemon=True)
 
     @staticmethod
     def uuid(node: str, gpu: int) -> str:
@@ -60,45 +59,28 @@ class Fleet:
         async def metrics(_request: web.Request) -> web.Response:
             with self._lock:
                 self.scrapes[node].append(time.monotonic())
-                corrected = self.corrected[node]
-            cards = [Card(0, self.uuid(node, 0), a100(corrected, 0)),
+                corrected, uncorrected = self.corrected[node], self.uncorrected[node]
+            cards = [Card(0, self.uuid(node, 0), a100(corrected, uncorrected)),
                      Card(1, self.uuid(node, 1), a100(7, 0))]
             return web.Response(text=render(cards), content_type="text/plain")
         return metrics
 
-    async def _serve(self) -> None:
-        runners = []
+    def sites(self) -> list[tuple[web.Application, int]]:
+        out = []
         for node, port in self.ports.items():
             app = web.Application()
             app.router.add_get("/metrics", self._handler(node))
-            runner = web.AppRunner(app, handle_signals=False, access_log=None)
-            await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", port).start()
-            runners.append(runner)
-        self._stop = asyncio.Event()
-        self._ready.set()
-        await self._stop.wait()
-        for runner in runners:
-            await runner.cleanup()
-
-    def _run(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._loop.run_until_complete(self._serve())
-        self._loop.close()
-
-    def start(self) -> None:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise AssertionError("the stand-in fleet did not start")
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
+            out.append((app, port))
+        return out
 
     def jump(self, node: str, by: int) -> None:
         with self._lock:
             self.corrected[node] += by
+
+    def fault(self, node: str) -> None:
+        """An uncorrectable error on the node's card 0 (its prediction becomes a hit)."""
+        with self._lock:
+            self.uncorrected[node] += 1
 
     def scrape_times(self) -> dict[str, list[float]]:
         with self._lock:
@@ -155,23 +137,30 @@ class HaCluster:
         assert status == 200, (status, body)
         return list(body)
 
-    def writes_by(self, member: str, tables: tuple[str, ...],
-                  after: datetime) -> list[str]:
-        """Modifying statements of ``member`` on ``tables`` logged after ``after`` (UTC)."""
-        out = []
+    def log_entries(self) -> list[tuple[datetime, str, str]]:
+        """The server log as (time, application, text) entries; a statement's further lines
+        (they carry no prefix) belong to the entry before them."""
+        entries: list[tuple[datetime, str, str]] = []
         for line in self.server.log_lines():
             parts = line.split("@", 3)
-            if len(parts) < 4 or parts[1] != f"gpu-health-evaluator/{member}":
-                continue
             try:
                 at = datetime.strptime(parts[0], "%Y-%m-%d %H:%M:%S.%f %Z").replace(tzinfo=UTC)
             except ValueError:
+                if entries:
+                    at, app, text = entries[-1]
+                    entries[-1] = (at, app, f"{text} {line.strip()}")
                 continue
-            text = parts[3]  # "LOG:  statement: ..." (simple) or "LOG:  execute <unnamed>: ..."
-            logged = "statement: " in text or "execute " in text
-            if at > after and logged and any(t in text for t in tables):
-                out.append(line)
-        return out
+            entries.append((at, parts[1], parts[3] if len(parts) > 3 else ""))
+        return entries
+
+    def writes_by(self, member: str, tables: tuple[str, ...],
+                  after: datetime) -> list[str]:
+        """Modifying statements of ``member`` on ``tables`` logged after ``after`` (UTC):
+        "LOG:  statement: ..." (simple protocol) or "LOG:  execute <unnamed>: ..."."""
+        return [text for at, app, text in self.log_entries()
+                if app == f"gpu-health-evaluator/{member}" and at > after
+                and ("statement: " in text or "execute " in text)
+                and any(t in " ".join(text.split()) for t in tables)]
 
     def wait(self, what: str, probe: Any, deadline_s: float = 60.0) -> Any:
         return wait_for(what, probe, deadline_s, self.procs)

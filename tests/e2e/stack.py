@@ -128,17 +128,60 @@ def wait_for(what: str, probe: Callable[[], T | None], deadline_s: float, procs:
         time.sleep(POLL_S)  # a short poll interval, not a wait for time to pass
 
 
-class Webhook:
-    """Alertmanager's webhook receiver: records every notification it is sent."""
+class ThreadedServer:
+    """aiohttp applications on 127.0.0.1, served from a background thread: ``sites()`` says
+    which application listens on which port; ``start`` returns once all of them listen."""
+
+    name = "server"
 
     def __init__(self) -> None:
-        self.port = free_port()
-        self.notifications: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, name="webhook", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+
+    def sites(self) -> list[tuple[web.Application, int]]:
+        raise NotImplementedError
+
+    async def _serve(self) -> None:
+        runners = []
+        for app, port in self.sites():
+            runner = web.AppRunner(app, handle_signals=False, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+            runners.append(runner)
+        self._stop = asyncio.Event()
+        self._ready.set()
+        await self._stop.wait()
+        for runner in runners:
+            await runner.cleanup()
+
+    def _run(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._loop.run_until_complete(self._serve())
+        self._loop.close()
+
+    def start(self) -> None:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise AssertionError(f"{self.name} did not start")
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+
+class Webhook(ThreadedServer):
+    """Alertmanager's webhook receiver: records every notification it is sent."""
+
+    name = "webhook receiver"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.port = free_port()
+        self.notifications: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -154,28 +197,7 @@ class Webhook:
             self.notifications.append(body)
         return web.Response(text="ok")
 
-    async def _serve(self) -> None:
+    def sites(self) -> list[tuple[web.Application, int]]:
         app = web.Application()
         app.router.add_post("/hook", self._hook)
-        runner = web.AppRunner(app, handle_signals=False, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", self.port).start()
-        self._stop = asyncio.Event()
-        self._ready.set()
-        await self._stop.wait()
-        await runner.cleanup()
-
-    def _run(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._loop.run_until_complete(self._serve())
-        self._loop.close()
-
-    def start(self) -> None:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise AssertionError("webhook receiver did not start")
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
+        return [(app, self.port)]
