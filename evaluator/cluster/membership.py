@@ -63,6 +63,7 @@ class Cluster:
         self.view: store.ClusterView | None = None
         self._renewed: float | None = None  # monotonic time the last heartbeat was sent
         self._failed: str | None = None  # why the last heartbeat failed (None: it did not)
+        self._held_token: int | None = None  # the token of this member's own lease, for logs
         self._leading = False
         self.metrics.leader.set(0)
 
@@ -104,14 +105,20 @@ class Cluster:
         self.view = view
         self._renewed = sent
         self._set_leading(view.lease.mine)
+        if self._leading:
+            self._held_token = view.lease.token  # a re-acquired lease has a new token
         self.metrics.members.set(len(view.members))
 
     def _set_leading(self, leading: bool) -> None:
         if leading != self._leading:
             token = self.view.lease.token if self.view is not None else None
-            log.warning("%s the leader (member %s, fencing token %s)",
-                        "now" if leading else "no longer", self.me, token)
+            if leading:
+                log.warning("now the leader (member %s, fencing token %s)", self.me, token)
+            else:  # the lease may be another's by now: name the token this member held
+                log.warning("no longer the leader (member %s, held fencing token %s)", self.me,
+                            self._held_token)
             self.metrics.changes.labels("leader" if leading else "follower").inc()
+            self._held_token = token if leading else None
         self._leading = leading
         self.metrics.leader.set(1 if leading else 0)
 
