@@ -40,11 +40,8 @@ def open_store(request: pytest.FixtureRequest, engine: str, folder: Path, name: 
     if engine == "duckdb":
         return Database(folder / f"{name}.duckdb", **kwargs)  # type: ignore[arg-type]
     server: PostgresServer = request.getfixturevalue("postgres")
-    names: dict[str, str] = server.__dict__.setdefault("names", {})
-    key = f"{folder}/{name}"
-    if key not in names:
-        names[key] = server.new_database()
-    return PostgresDatabase(server.url(names[key]), **kwargs)  # type: ignore[arg-type]
+    return PostgresDatabase(server.url(server.database(f"{folder}/{name}")),
+                            **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.fixture(params=STORE_ENGINES)

@@ -60,6 +60,7 @@ class PostgresServer:
         self.root = root
         self.data = root / "data"
         self.port = _free_port()
+        self.databases: dict[str, str] = {}  # database(key) -> name
         self._as_user: list[str] = []
         if os.geteuid() == 0:  # initdb refuses root: run the cluster as nobody
             self._as_user = ["runuser", "-u", "nobody", "--"]
@@ -102,6 +103,12 @@ class PostgresServer:
 
         with psycopg.connect(self.url(database), autocommit=True) as con:
             con.execute(statement)
+
+    def database(self, key: str) -> str:
+        """The database known by ``key`` (a test's store name), created on first use."""
+        if key not in self.databases:
+            self.databases[key] = self.new_database()
+        return self.databases[key]
 
     def new_database(self) -> str:
         name = f"t{os.getpid()}_{next(_COUNTER)}"

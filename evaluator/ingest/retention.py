@@ -27,6 +27,10 @@ CLEANUP_EVERY_ROWS: Final = 5000
 CLEANUP_TIMEOUT_S: Final = 300.0
 
 
+async def _directly(fn: Callable[[], Awaitable[Any]]) -> Any:
+    return await fn()
+
+
 class Retention:
     """Counts real rows written; every ``every_rows`` it starts one cleanup task."""
 
@@ -44,8 +48,8 @@ class Retention:
         self.every_rows = every_rows
         self.timeout = timeout
         # Several evaluators on one store: only the leader cleans up, under its fence
-        # (evaluator.cluster.membership.Cluster.leading; None on a follower).
-        self.leading = leading
+        # (evaluator.cluster.membership.Cluster.leading: None on a follower). Alone: directly.
+        self.leading = leading or _directly
         self.pending_rows = 0
         self.runs = 0
         self._task: asyncio.Task[None] | None = None
@@ -66,19 +70,12 @@ class Retention:
         """One cleanup with its own timeout and its own catch-all (it runs as a lone task)."""
         cutoff = self.clock() - timedelta(days=self.days)
 
-        def delete() -> Awaitable[Deleted]:
-            return delete_samples_before_async(self.db, cutoff, self.timeout)
+        async def delete() -> Deleted:
+            self.runs += 1
+            return await delete_samples_before_async(self.db, cutoff, self.timeout)
 
         try:
-            if self.leading is not None:
-                outcome = await self.leading(delete)
-                if outcome is None:
-                    return  # a follower: the leader cleans up
-                deleted: Deleted = outcome
-                self.runs += 1
-            else:
-                self.runs += 1
-                deleted = await delete()
+            deleted: Deleted | None = await self.leading(delete)
         except TimeoutError:
             log.warning("retention cleanup interrupted after %.0fs (cutoff %s); will retry",
                         self.timeout, cutoff.isoformat())
@@ -91,6 +88,8 @@ class Retention:
             if self.metrics is not None:
                 self.metrics.loop_error("retention", str(reason))
             return
+        if deleted is None:
+            return  # a follower: the leader cleans up
         log.info("retention cleanup deleted %d sample rows and %d XID sample rows older than %s",
                  deleted.samples, deleted.xid_samples, cutoff.isoformat())
         self._result("ok")

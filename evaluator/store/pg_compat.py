@@ -134,10 +134,7 @@ def _closing(sql: str, start: int) -> tuple[int, list[str]]:
 
 @functools.lru_cache(maxsize=1024)
 def rewrite(sql: str) -> str:
-    """``arg_min``/``arg_max`` (with an optional ``FILTER``) as array min/max (module doc).
-    Definitions (:data:`COMPAT`, which names the aggregates) are left alone."""
-    if sql.lstrip().startswith("CREATE OR REPLACE"):
-        return sql
+    """``arg_min``/``arg_max`` (with an optional ``FILTER``) as array min/max (module doc)."""
     out: list[str] = []
     i = 0
     while (m := _ARG.search(sql, i)) is not None:

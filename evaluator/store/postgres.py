@@ -204,9 +204,16 @@ class PostgresDatabase(Database):
             yield
 
     def compat(self) -> None:
-        """The DuckDB functions the shared statements use, defined for PostgreSQL."""
-        for statement in COMPAT:
-            self.execute(statement)
+        """The DuckDB functions the shared statements use, defined for PostgreSQL. Run as
+        written inside the migration's transaction: definitions are not store statements (no
+        placeholders, and ``arg_min``'s own definition must not be rewritten)."""
+        con = self._connection()
+        assert con is not None, "compat() runs inside the migration lock's transaction"
+        try:
+            for statement in COMPAT:
+                con.execute(statement)
+        except psycopg.Error as exc:
+            raise _store_error(exc, self.path) from exc
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)

@@ -41,15 +41,18 @@ MEMBERS = ("e1", "e2", "e3")
 class Fleet(ThreadedServer):
     """Stand-in exporters: node ``ha-NN`` on its own port, two cards each."""
 
-    name = "stand-in fleet"
-
     def __init__(self) -> None:
-        super().__init__()
         self.ports = {f"ha-{i:02d}": free_port() for i in range(NODES)}
         self.corrected = dict.fromkeys(self.ports, CORRECTED_END)
         self.uncorrected = dict.fromkeys(self.ports, 0)
         self.scrapes: dict[str, list[float]] = {node: [] for node in self.ports}
         self._lock = threading.Lock()
+        sites = []
+        for node, port in self.ports.items():
+            app = web.Application()
+            app.router.add_get("/metrics", self._handler(node))
+            sites.append((app, port))
+        super().__init__("stand-in fleet", sites)
 
     @staticmethod
     def uuid(node: str, gpu: int) -> str:
@@ -64,14 +67,6 @@ class Fleet(ThreadedServer):
                      Card(1, self.uuid(node, 1), a100(7, 0))]
             return web.Response(text=render(cards), content_type="text/plain")
         return metrics
-
-    def sites(self) -> list[tuple[web.Application, int]]:
-        out = []
-        for node, port in self.ports.items():
-            app = web.Application()
-            app.router.add_get("/metrics", self._handler(node))
-            out.append((app, port))
-        return out
 
     def jump(self, node: str, by: int) -> None:
         with self._lock:

@@ -129,23 +129,20 @@ def wait_for(what: str, probe: Callable[[], T | None], deadline_s: float, procs:
 
 
 class ThreadedServer:
-    """aiohttp applications on 127.0.0.1, served from a background thread: ``sites()`` says
+    """aiohttp applications on 127.0.0.1, served from a background thread: ``sites`` lists
     which application listens on which port; ``start`` returns once all of them listen."""
 
-    name = "server"
-
-    def __init__(self) -> None:
+    def __init__(self, name: str, sites: list[tuple[web.Application, int]]) -> None:
+        self.name = name
+        self.sites = sites
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
 
-    def sites(self) -> list[tuple[web.Application, int]]:
-        raise NotImplementedError
-
     async def _serve(self) -> None:
         runners = []
-        for app, port in self.sites():
+        for app, port in self.sites:
             runner = web.AppRunner(app, handle_signals=False, access_log=None)
             await runner.setup()
             await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -175,13 +172,13 @@ class ThreadedServer:
 class Webhook(ThreadedServer):
     """Alertmanager's webhook receiver: records every notification it is sent."""
 
-    name = "webhook receiver"
-
     def __init__(self) -> None:
-        super().__init__()
         self.port = free_port()
         self.notifications: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        app = web.Application()
+        app.router.add_post("/hook", self._hook)
+        super().__init__("webhook receiver", [(app, self.port)])
 
     @property
     def url(self) -> str:
@@ -196,8 +193,3 @@ class Webhook(ThreadedServer):
         with self._lock:
             self.notifications.append(body)
         return web.Response(text="ok")
-
-    def sites(self) -> list[tuple[web.Application, int]]:
-        app = web.Application()
-        app.router.add_post("/hook", self._hook)
-        return [(app, self.port)]
