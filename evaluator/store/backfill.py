@@ -49,8 +49,10 @@ _PEND: Final = """
                        window_end <= $now AS matured,
                        date_trunc('day', t0) + INTERVAL '1 day' AS lead_end,
                        date_trunc('day', window_end) AS trail_start,
-                       least($sealed, date_trunc('day', least(window_end, $now)
-                                                 + INTERVAL '1 microsecond')) AS cov
+                       CASE WHEN $sealed <= least(window_end, $now) + INTERVAL '1 microsecond'
+                            THEN $sealed  -- as rollups.covered
+                            ELSE date_trunc('day', least(window_end, $now)
+                                            + INTERVAL '1 microsecond') END AS cov
                 FROM gpu_health_predictions
                 WHERE status = 'pending' AND t0 < $now) AS p0) AS p1"""
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,6 +58,9 @@ class Database:
     # may keep a value in step with its table in ``memo``. True (PostgreSQL): other evaluators
     # write too, so such values are read again in the transaction that relies on them.
     shared = False
+    # How far the rollup watermark moves at a time (evaluator.store.rollups): DuckDB reads the
+    # day of raw rows after it in tens of milliseconds, so whole days suffice.
+    seal_every = timedelta(days=1)
 
     def __init__(self, path: str | Path, *, read_only: bool = False, threads: int = 2) -> None:
         self.path = str(path)

@@ -7,6 +7,7 @@ absent label, so no card reports '' as its UUID).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Final
 
 from evaluator.rules.params import RuleParams
@@ -151,30 +152,34 @@ partial AS (
     GROUP BY p.ev, p.node_id, p.gpu_index, p.j
 ),""",
     "postgresql": """vals AS (
-    -- each boundary's rows in [b - max_age, b] by an index range scan of its card
-    SELECT p.ev, p.node_id, p.gpu_index, p.j,
-           {values}
+    -- each boundary's rows in [b - max_age, b] (its values) and [hour of b, b] (the partial
+    -- hour of the baseline count) by one index range scan of its card, aggregated inside the
+    -- probe: grouping the probes' rows afterwards sorted 266,000 rows, and a second probe per
+    -- partial hour cost 0.13 s, of the statement's 1.4 s at 4,096 cards
+    SELECT p.ev, p.node_id, p.gpu_index, p.j, s.*
     FROM points p
     CROSS JOIN LATERAL (
-        SELECT q.sampled_at, {columns_q} FROM gpu_health_samples q
+        SELECT {values_q},
+               count(q.ecc_corrected_total) FILTER (
+                   WHERE q.sampled_at >= date_trunc('hour', p.b)) AS n
+        FROM gpu_health_samples q
         WHERE q.node_id = p.node_id AND q.gpu_index = p.gpu_index AND q.source = $source
-          AND q.sampled_at <= p.b AND q.sampled_at >= p.b - to_seconds($max_age)
-          AND coalesce(q.gpu_uuid, '') = p.ukey
-        OFFSET 0) s  -- kept a per-boundary probe: pulled up, it became a join of the table
-    GROUP BY p.ev, p.node_id, p.gpu_index, p.j
+          AND q.sampled_at <= p.b AND coalesce(q.gpu_uuid, '') = p.ukey
+          AND q.sampled_at >= least(p.b - to_seconds($max_age), date_trunc('hour', p.b))) s
 ),
 partial AS (
     -- rows in [trunc(x), x] for x = t0 (added) and x = t0 - B (already in whole, subtracted)
-    SELECT p.ev, p.node_id, p.gpu_index, p.j, s.n
-    FROM points p
-    CROSS JOIN LATERAL (
-        SELECT count(*) AS n FROM gpu_health_samples q
-        WHERE q.node_id = p.node_id AND q.gpu_index = p.gpu_index AND q.source = $source
-          AND q.sampled_at >= date_trunc('hour', p.b) AND q.sampled_at <= p.b
-          AND q.ecc_corrected_total IS NOT NULL AND coalesce(q.gpu_uuid, '') = p.ukey) s
-    WHERE p.j IN (0, {base_j})
+    SELECT ev, node_id, gpu_index, j, n FROM vals WHERE j IN (0, {base_j})
 ),""",
 }
+
+
+def _recent(params: RuleParams) -> str:
+    """PostgreSQL's probe also reads the partial hour before a boundary: a value comes from
+    [b - max_age, b] only, which holds that hour already when max_age is an hour or more."""
+    if params.boundary_max_age >= timedelta(hours=1):
+        return ""
+    return " FILTER (WHERE q.sampled_at >= p.b - to_seconds($max_age))"
 
 
 def _pivot_columns(params: RuleParams) -> list[str]:
@@ -214,7 +219,9 @@ def build_sql(params: RuleParams, n_slices: int, cards: bool = False,
     semi = _CARDS if cards else ""
     return _TEMPLATE.replace("{boundaries}", _BOUNDARIES[engine]).format(
         asof=_ASOF[engine],
-        columns_q=", ".join(f"q.{c}" for c in _NEEDED.values()),
+        values_q=",\n               ".join(
+            f"arg_max(q.{column}, q.sampled_at){_recent(params)} AS {alias}"
+            for alias, column in _NEEDED.items()),
         cards_cte=_CARDS_CTE if cards else "",
         cards=semi,
         slices="\n    UNION ALL\n".join(

@@ -96,8 +96,11 @@ COMPAT: Final[tuple[str, ...]] = (
     "AS $$ SELECT l $$",
     f"CREATE OR REPLACE FUNCTION list_slice(l anyarray, a bigint, b bigint) RETURNS anyarray "
     f"{_SQL} AS $$ SELECT l[a:b] $$",
-    f"CREATE OR REPLACE FUNCTION list_sum(l bigint[]) RETURNS bigint {_SQL} "
-    "AS $$ SELECT sum(x)::bigint FROM unnest(l) AS x $$",
+    # PL/pgSQL, not SQL: a SQL function with a FROM is not inlined and cost ~5 us per call
+    # (the tick's feature statement sums 32,768 day slices at 4,096 cards: 184 ms, now 67 ms)
+    "CREATE OR REPLACE FUNCTION list_sum(l bigint[]) RETURNS bigint LANGUAGE plpgsql IMMUTABLE "
+    "STRICT PARALLEL SAFE AS $$ DECLARE s bigint; x bigint; BEGIN FOREACH x IN ARRAY l LOOP "
+    "IF x IS NOT NULL THEN s := coalesce(s, 0) + x; END IF; END LOOP; RETURN s; END $$",
     f"CREATE OR REPLACE FUNCTION gpu_health_any_step(s anyelement, v anyelement) "
     f"RETURNS anyelement {_SQL} AS $$ SELECT coalesce(s, v) $$",
     "CREATE OR REPLACE AGGREGATE any_value(anyelement) (SFUNC = gpu_health_any_step, "

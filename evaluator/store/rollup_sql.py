@@ -117,3 +117,43 @@ FIRST_INCREASE: Final = """
         WHERE unc_first > prev_last
     ) AS e
     GROUP BY {key}"""
+
+
+def _first_event(field: str, cross: str) -> str:
+    """A segment's first increase point given the previous segment's last known count
+    (``prev_last``): its first known count when above that, else its own increase point."""
+    return f"CASE WHEN unc_first > prev_last THEN {cross} ELSE {field} END"
+
+
+# The segments of the day $day already sealed (before $lo) and the raw rows in [$lo, $hi) of the
+# same day, merged into one segment per series (an hourly seal, rollups._seal_part). Segments are
+# disjoint in time, so: counts add, bounds take min/max, first/last values come from the first/
+# last segment holding one, and the first increase point is the earliest of each segment's
+# (:data:`FIRST_INCREASE` over two or more segments). {part}: an optional node condition (s).
+MERGE_DAY: Final = f"""
+SELECT {SERIES}, day, sum(n_rows)::BIGINT AS n_rows, min(first_at) AS first_at,
+       max(last_at) AS last_at,
+       {", ".join(f"sum(n_{k})::BIGINT AS n_{k}" for k in COUNTER_KEYS)},
+       min(unc_min) AS unc_min, max(unc_max) AS unc_max, min(unc_first_at) AS unc_first_at,
+       arg_min(unc_first, unc_first_at) AS unc_first, max(unc_last_at) AS unc_last_at,
+       arg_max(unc_last, unc_last_at) AS unc_last, min(ev_at) AS inc_at,
+       arg_min(ev_before, ev_at) AS inc_before, arg_min(ev_after, ev_at) AS inc_after,
+       min(pos_at) AS pos_at,
+       list_value({", ".join(f"sum(corr_hours[{h}])::BIGINT" for h in range(1, 25))})
+           AS corr_hours
+FROM (
+    SELECT *, {_first_event("inc_at", "unc_first_at")} AS ev_at,
+           {_first_event("inc_before", "prev_last")} AS ev_before,
+           {_first_event("inc_after", "unc_first")} AS ev_after
+    FROM (
+        -- NULLs sort last in both engines: a segment with no known count is nobody's previous
+        SELECT *, lag(unc_last) OVER (PARTITION BY {SERIES} ORDER BY unc_first_at) AS prev_last
+        FROM (
+            SELECT {SERIES}, day, {FIELD_LIST}, corr_hours FROM {DAYS} s
+            WHERE day = $day{{part}}
+            UNION ALL
+            {DAY_SEGMENTS.strip().replace("{cards}", "")}
+        ) AS u
+    ) AS l
+) AS e
+GROUP BY {SERIES}, day"""

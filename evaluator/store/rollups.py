@@ -12,7 +12,12 @@ so every per-card question became a scan of time. Now:
   Days at and after the watermark are read from the raw rows, which lie together at the end of
   the table (a day or so, skipped to by DuckDB's zone maps);
 - :func:`seal` moves the watermark to the start of the current day (10 minutes after midnight,
-  so the last rows of the day are in), about a million raw rows per statement;
+  so the last rows of the day are in), about a million raw rows per statement. A store whose
+  ``seal_every`` is an hour (PostgreSQL) moves it every hour: the day being sealed then has one
+  segment for its rows before the watermark, grown each hour by merging the new hour's rows
+  into it (:data:`~evaluator.store.rollup_sql.MERGE_DAY`), so readers still see one segment
+  per series and day, and only a partial day's segment ends at the watermark instead of a
+  midnight (:func:`covered`);
 - rows written later into a sealed day (a skewed clock, an import) re-summarise their cards' days
   in the same transaction (:func:`after_insert`); retention and the simulated purge keep the
   invariant too (:func:`after_retention`, :func:`after_purge`);
@@ -39,6 +44,7 @@ from evaluator.store.rollup_sql import (
     DAYS,
     EDGES,
     FIELD_LIST,
+    MERGE_DAY,
     SEALED_MEMO,
     SERIES,
     STATE,
@@ -60,6 +66,11 @@ def day_floor(at: datetime) -> datetime:
     return at.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
+def step_floor(at: datetime, step: timedelta) -> datetime:
+    """``at`` rounded down to a multiple of ``step`` (an hour or a day) since the epoch."""
+    return EPOCH + (at - EPOCH) // step * step
+
+
 def sealed_until(db: Database) -> datetime | None:
     """The watermark (aware UTC): every day before it is summarised. None: nothing sealed yet.
     Read once per process (``db.memo``), then kept in step by :func:`seal`; on a shared store
@@ -76,9 +87,11 @@ def watermark(db: Database) -> datetime:
 
 
 def covered(db: Database, until: datetime) -> datetime:
-    """The end (a midnight) of the sealed days a reader bounded by ``until`` may use: none
-    after the watermark, none holding a row after ``until``."""
-    return min(watermark(db), day_floor(until + timedelta(microseconds=1)))
+    """The end of the sealed segments a reader bounded by ``until`` may use: the watermark
+    when every sealed row is at or before ``until``, else ``until``'s midnight (whole days
+    before it; a partly sealed day may hold rows after ``until``)."""
+    sealed, bound = watermark(db), until + timedelta(microseconds=1)
+    return sealed if sealed <= bound else day_floor(bound)
 
 
 def _summarise(db: Database, lo: datetime, hi: datetime, parts: int = 1) -> None:
@@ -116,13 +129,31 @@ def _seal_lock(db: Database) -> None:
 
 
 def _seal(db: Database, now: datetime) -> int:
-    target = day_floor(now - GRACE)
+    target = step_floor(now - GRACE, db.seal_every)
     start = sealed_until(db)
     if start is not None and start >= target:
         return 0
     if start is None:
         row = db.fetchone("SELECT min(sampled_at) FROM gpu_health_samples")
         start = target if row[0] is None else min(day_floor(from_naive_utc(row[0])), target)
+    if start == target:
+        _set_watermark(db, target)  # nothing to summarise (an empty store)
+        return 0
+    days = 0
+    if start > day_floor(start):  # a partly sealed day: its next hours, or the rest of it
+        start = _seal_part(db, start, min(day_floor(start) + DAY, target))
+        days = int(start == day_floor(start))
+    if start < day_floor(target):
+        days, start = days + _seal_days(db, start, day_floor(target)), day_floor(target)
+    if start < target:  # the current day's hours so far (hourly sealing)
+        _seal_part(db, start, target)
+    if days > 1:
+        log.info("summarised %d day(s) of samples up to %s", days, target.isoformat())
+    return days
+
+
+def _seal_days(db: Database, start: datetime, target: datetime) -> int:
+    """Summarise the whole days [start, target) (midnights), a chunk per transaction."""
     days = 0
     step, parts = _chunks(db, start, target)
     while start < target:
@@ -133,11 +164,27 @@ def _seal(db: Database, now: datetime) -> int:
             _set_watermark(db, end)
         days += (end - start) // DAY
         start = end
-    if days == 0:
-        _set_watermark(db, target)
-    elif days > 1:
-        log.info("summarised %d day(s) of samples up to %s", days, target.isoformat())
     return days
+
+
+def _seal_part(db: Database, lo: datetime, hi: datetime) -> datetime:
+    """Merge the rows in [lo, hi) (one day's) into that day's segments; returns ``hi``. The
+    merged rows go through a temporary table: the day's old segments are read and replaced."""
+    _, parts = _chunks(db, lo, hi)
+    day = {"day": to_naive_utc(day_floor(lo))}
+    span = day | {"lo": to_naive_utc(lo), "hi": to_naive_utc(hi)}
+    columns = f"{SERIES}, day, {FIELD_LIST}, corr_hours"
+    with db.transaction():
+        _seal_lock(db)
+        for part in range(parts):
+            split = {"parts": parts, "part": part} if parts > 1 else {}
+            into = f"CREATE TEMP TABLE {_MERGED} AS" if part == 0 else f"INSERT INTO {_MERGED}"
+            db.execute(f"{into} {MERGE_DAY.format(part=_PART if split else '')}", span | split)
+        db.execute(f"DELETE FROM {DAYS} WHERE day = $day", day)
+        db.execute(f"INSERT INTO {DAYS} ({columns}) SELECT {columns} FROM {_MERGED}")
+        db.execute(f"DROP TABLE {_MERGED}")
+        _set_watermark(db, hi)
+    return hi
 
 
 def _chunks(db: Database, start: datetime, end: datetime) -> tuple[int, int]:
@@ -157,6 +204,7 @@ def _set_watermark(db: Database, at: datetime) -> None:
 
 
 _PART: Final = " AND hash(s.node_id) % $parts = $part"
+_MERGED: Final = "gpu_health_seal_merge"  # temporary: one day's merged segments
 _RESUMMARISE: Final = """
 WITH touched AS (
     SELECT DISTINCT unnest($t_source::VARCHAR[]) AS source, unnest($t_node::VARCHAR[]) AS node_id,
@@ -185,8 +233,9 @@ def after_insert(db: Database, rows: Iterable[tuple[str, str, int, datetime]]) -
     keys: dict[str, Any] = {
         "t_source": [t[0] for t in touched], "t_node": [t[1] for t in touched],
         "t_idx": [t[2] for t in touched], "t_day": [to_naive_utc(t[3]) for t in touched]}
+    # a partly sealed day (hourly sealing) is summarised up to the watermark only
     span = {"lo": to_naive_utc(min(t[3] for t in touched)),
-            "hi": to_naive_utc(max(t[3] for t in touched) + DAY)}
+            "hi": to_naive_utc(min(max(t[3] for t in touched) + DAY, sealed))}
     db.execute(f"""{_RESUMMARISE}
         DELETE FROM {DAYS} d WHERE EXISTS (SELECT 1 FROM touched t
             WHERE t.source = d.source AND t.node_id = d.node_id AND t.gpu_index = d.gpu_index
@@ -215,7 +264,7 @@ def after_retention(db: Database, cutoff: datetime) -> None:
                [to_naive_utc(first + DAY)])
     sealed = sealed_until(db)
     if cutoff > first and sealed is not None and first < sealed:
-        _summarise(db, first, first + DAY)
+        _summarise(db, first, min(first + DAY, sealed))
 
 
 def after_purge(db: Database, source: str) -> None:
@@ -241,5 +290,6 @@ __all__ = [
     "late",
     "seal",
     "sealed_until",
+    "step_floor",
     "watermark",
 ]

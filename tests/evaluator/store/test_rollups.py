@@ -29,7 +29,9 @@ from tests.evaluator.rules_support import at, insert_prediction, params
 from tests.evaluator.store_support import older_file
 
 DAYS = 6
-NOW = at(DAYS, ) + timedelta(hours=7, minutes=13)
+NOW = at(DAYS, ) + timedelta(hours=7, minutes=13)  # hourly sealing: sealed up to 07:00
+HOUR = timedelta(hours=1)
+EVERY = [None, timedelta(days=1), HOUR]  # the engine's own (PostgreSQL: hourly), daily, hourly
 CARDS = [("n1", 0), ("n1", 1), ("n2", 0), ("n2", 3), ("n3", 0)]
 
 
@@ -66,17 +68,27 @@ def _predictions(db: Database, rng: random.Random) -> None:
                           version="v2-ecc-xid")
 
 
-def _stores(new_db: NewDb, seed: int) -> tuple[Database, Database, list[Sample]]:
+def _stores(new_db: NewDb, seed: int, every: timedelta | None = None, prefix: str = ""
+            ) -> tuple[Database, Database, list[Sample]]:
+    """A store read from raw rows only and one sealed up to NOW: at once, or every ``every``
+    (an hour: the day of NOW is sealed up to 07:00 through several merges)."""
     rows = _history(random.Random(seed))
     pair = []
     for name in ("raw", "sealed"):
-        db = new_db(f"{name}")
+        db = new_db(f"{prefix}{name}")
         insert_samples(db, rows)
         _predictions(db, random.Random(seed))
         pair.append(db)
-    assert rollups.seal(pair[1], NOW) == DAYS
-    assert rollups.sealed_until(pair[1]) == at(DAYS)
-    return pair[0], pair[1], rows
+    sealed = pair[1]
+    sealed.seal_every = every or sealed.seal_every
+    if every == HOUR:  # irregular ticks: some seal several hours, some cross midnight
+        rng, t = random.Random(seed), at(0)
+        while (t := t + timedelta(minutes=rng.choice([20, 70, 130, 300]))) < NOW:
+            rollups.seal(sealed, t)
+    assert rollups.seal(sealed, NOW) == (DAYS if every != HOUR else 0)
+    assert rollups.sealed_until(sealed) == rollups.step_floor(NOW - rollups.GRACE,
+                                                              sealed.seal_every)
+    return pair[0], sealed, rows
 
 
 def _answers(db: Database, now: datetime) -> dict[str, Any]:
@@ -102,12 +114,15 @@ def _same(a: Database, b: Database, now: datetime) -> None:
         assert left[key] == right[key], key
 
 
-TIMES = [NOW, at(4) + timedelta(minutes=5), at(5), at(3.5), at(2) - timedelta(microseconds=1)]
+TIMES = [NOW, at(4) + timedelta(minutes=5), at(5), at(3.5), at(2) - timedelta(microseconds=1),
+         at(DAYS) + timedelta(hours=3), at(DAYS) + timedelta(hours=7, microseconds=-1)]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_sealed_and_raw_readers_agree(new_db: NewDb, seed: int) -> None:
-    raw, sealed, _ = _stores(new_db, seed)
+@pytest.mark.parametrize(("seed", "every"), [(1, None), (2, None), (3, None),
+                                             (1, timedelta(days=1)), (2, HOUR), (3, HOUR)])
+def test_sealed_and_raw_readers_agree(new_db: NewDb, seed: int, every: timedelta | None
+                                      ) -> None:
+    raw, sealed, _ = _stores(new_db, seed, every)
     assert sealed.fetchone("SELECT count(*) FROM gpu_health_window_edges")[0] == 0
     for now in TIMES:
         _same(raw, sealed, now)
@@ -117,19 +132,27 @@ def test_sealed_and_raw_readers_agree(new_db: NewDb, seed: int) -> None:
     assert raw.fetchone("SELECT count(*) FROM gpu_health_sample_days")[0] == 0
 
 
-def test_a_late_row_in_a_sealed_day_is_summarised_with_it(new_db: NewDb) -> None:
-    raw, sealed, _ = _stores(new_db, 4)
+@pytest.mark.parametrize("every", EVERY)
+def test_a_late_row_in_a_sealed_day_is_summarised_with_it(new_db: NewDb,
+                                                          every: timedelta | None) -> None:
+    raw, sealed, _ = _stores(new_db, 4, every)
     _answers(sealed, NOW)  # edges summarised before the late rows arrive
     late = [Sample(CardKey("n1", 0), "GPU-0", at(2.5) + timedelta(seconds=1), Counters(99, 1)),
-            Sample(CardKey("n2", 3), "GPU-3", at(1.2), Counters(None, None, 4))]
+            Sample(CardKey("n2", 3), "GPU-3", at(1.2), Counters(None, None, 4)),
+            # in the partly sealed day (hourly): summarised up to the watermark only
+            Sample(CardKey("n1", 1), "GPU-1", at(DAYS) + timedelta(hours=2), Counters(7, 3)),
+            Sample(CardKey("n1", 1), "GPU-1", at(DAYS) + timedelta(hours=7, minutes=1),
+                   Counters(8, 3))]
     for db in (raw, sealed):
         insert_samples(db, late)
     for now in TIMES:
         _same(raw, sealed, now)
 
 
-def test_retention_and_purge_keep_the_rollups_exact(new_db: NewDb) -> None:
-    raw, sealed, _ = _stores(new_db, 5)
+@pytest.mark.parametrize("every", EVERY)
+def test_retention_and_purge_keep_the_rollups_exact(new_db: NewDb, every: timedelta | None
+                                                    ) -> None:
+    raw, sealed, _ = _stores(new_db, 5, every)
     _answers(sealed, NOW)
     cutoff = at(1.6)  # inside a sealed day: that day is summarised again
     for db in (raw, sealed):
@@ -144,18 +167,40 @@ def test_retention_and_purge_keep_the_rollups_exact(new_db: NewDb) -> None:
                            )[0] == 0
 
 
-def test_sealing_is_incremental_and_silent_when_nothing_is_due(new_db: NewDb) -> None:
+@pytest.mark.parametrize("every", [timedelta(days=1), HOUR])
+def test_sealing_is_incremental_and_silent_when_nothing_is_due(new_db: NewDb,
+                                                               every: timedelta) -> None:
     db = new_db("s")
+    db.seal_every = every
     assert rollups.seal(db, NOW) == 0  # empty store: the watermark only
-    assert rollups.sealed_until(db) == at(DAYS)
+    assert rollups.sealed_until(db) == rollups.step_floor(NOW - rollups.GRACE, every)
     insert_samples(db, [Sample(CardKey("n", 0), "GPU-a", NOW, Counters(0, 0))])
     before = db.statements
-    assert rollups.seal(db, NOW + timedelta(hours=1)) == 0
+    assert rollups.seal(db, NOW + timedelta(minutes=40)) == 0
     # nothing due, no statement (PostgreSQL: the one reading the watermark another evaluator
     # may have moved)
     assert db.statements - before == (0 if db.engine == "duckdb" else 1)
+    if every == HOUR:  # the next hour: the row merged into its day's segment
+        assert rollups.seal(db, NOW + timedelta(hours=1)) == 0
+        assert db.fetchone("SELECT count(*), sum(n_rows) FROM gpu_health_sample_days") == (1, 1)
     assert rollups.seal(db, NOW + timedelta(days=1)) == 1
-    assert db.fetchone("SELECT count(*) FROM gpu_health_sample_days")[0] == 1
+    assert db.fetchone("SELECT count(*), sum(n_rows) FROM gpu_health_sample_days") == (1, 1)
+
+
+@pytest.mark.parametrize("seed", [8, 9])
+def test_a_day_sealed_hour_by_hour_equals_the_day_sealed_at_once(new_db: NewDb,
+                                                                  seed: int) -> None:
+    """Merging each hour into the day's segment gives exactly the rows of summarising the
+    whole day from the raw rows (every field, the hourly correctable counts included)."""
+    _, daily, _ = _stores(new_db, seed, timedelta(days=1), "d")
+    _, hourly, _ = _stores(new_db, seed, HOUR, "h")
+    query = ("SELECT * FROM gpu_health_sample_days WHERE day < ? "
+             "ORDER BY source, node_id, gpu_index, day, gpu_uuid")
+    whole = [at(DAYS).replace(tzinfo=None)]
+    assert hourly.fetchall(query, whole) == daily.fetchall(query, whole)
+    # the partly sealed day holds the rows before the watermark only
+    assert hourly.fetchone("SELECT max(last_at) < ? FROM gpu_health_sample_days",
+                           [(at(DAYS) + timedelta(hours=7)).replace(tzinfo=None)])[0]
 
 
 def test_the_migration_converts_a_file_written_before_it(tmp_path: Path) -> None:
