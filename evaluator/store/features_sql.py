@@ -78,8 +78,13 @@ whole AS (
     -- day adds its hourly counts of those hours, the raw rows after the sealed days their own.
     SELECT ev, node_id, gpu_index, sum(n) AS n FROM (
         SELECT b.ev, b.node_id, b.gpu_index,
-               list_sum(list_slice(d.corr_hours, greatest(0, datediff('hour', d.day, b.h1)) + 1,
-                                   least(24, datediff('hour', d.day, b.h2)))) AS n
+               -- a day inside the span counts all its rows (a function call per day cost
+               -- PostgreSQL 5 us: 0.16 s for 32,768 days at 4,096 cards)
+               CASE WHEN d.day >= b.h1 AND d.day + INTERVAL '1 day' <= b.h2
+                    THEN d.n_ecc_corrected_total
+                    ELSE list_sum(list_slice(d.corr_hours,
+                                             greatest(0, datediff('hour', d.day, b.h1)) + 1,
+                                             least(24, datediff('hour', d.day, b.h2)))) END AS n
         FROM span b JOIN gpu_health_sample_days d
           ON d.node_id = b.node_id AND d.gpu_index = b.gpu_index
          AND coalesce(d.gpu_uuid, '') = b.ukey

@@ -23,11 +23,14 @@ replaces them):
 
 One rewrite instead of a definition, where a definition measured too slow: ``arg_min(v, k)`` /
 ``arg_max(v, k)`` on BIGINT values (every use in the store) become
-``(min(ARRAY[epoch_us(k), v]) FILTER (WHERE v and k known))[2]``, built-in aggregates on
-arrays, which compare element by element. A SQL-language transition function costs ~2 us per
-row; the tick's feature statement calls five per row (bench.postgres, 1,024 cards x 37 days:
-the statement took 2.5 s, 0.25 s of it with the rewrite; 1 M rows grouped: 2.0 s against
-0.23 s). Ties on the key pick the least or greatest value, where DuckDB picks any.
+``(min(ARRAY[gpu_health_order_us(k), v]) FILTER (WHERE v and k known))[2]``, built-in
+aggregates on arrays, which compare element by element. A SQL-language transition function
+costs ~2 us per row; the tick's feature statement calls five per row (bench.postgres, 1,024
+cards x 37 days: the statement took 2.5 s, 0.25 s of it with the rewrite; 1 M rows grouped:
+2.0 s against 0.23 s). Ties on the key pick the least or greatest value, where DuckDB picks any.
+The key is ``date_part``'s float epoch in microseconds, not ``epoch_us`` (``extract`` is
+numeric): 15% less for the feature probes at 4,096 cards, and exact to the microsecond within
+about 285 years of 1970 (a double's 53 bits), which is all that ordering needs.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ def _types() -> tuple[str, ...]:
 COMPAT: Final[tuple[str, ...]] = (
     f"CREATE OR REPLACE FUNCTION epoch_us(t timestamp) RETURNS bigint {_SQL} "
     "AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$",
+    f"CREATE OR REPLACE FUNCTION gpu_health_order_us(t timestamp) RETURNS bigint {_SQL} "
+    "AS $$ SELECT (date_part('epoch', t) * 1000000)::bigint $$",
     f"CREATE OR REPLACE FUNCTION to_microseconds(n bigint) RETURNS interval {_SQL} "
     "AS $$ SELECT make_interval(secs => n::numeric / 1000000) $$",
     *(f"CREATE OR REPLACE FUNCTION to_{unit}s(n double precision) RETURNS interval {_SQL} "
@@ -152,7 +157,7 @@ def rewrite(sql: str) -> str:
             close, (extra,) = _closing(sql, f.end())
             condition += f" AND ({extra})"
             end = close
-        out += [sql[i:m.start()], f"({m.group(1)}(ARRAY[epoch_us({key}), {value}]) "
+        out += [sql[i:m.start()], f"({m.group(1)}(ARRAY[gpu_health_order_us({key}), {value}]) "
                                   f"FILTER (WHERE {condition}))[2]"]
         i = end
     out.append(sql[i:])
