@@ -91,12 +91,14 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def measure(open_db: Callable[[], Database]) -> dict[str, float]:
-    """On a fresh connection: one worker tick (the first after a start: it backfills the
-    planted windows and predicts), then prediction-stats twice (cold, then warm caches)."""
+    """On a fresh connection: the first worker tick after a start (it backfills the planted
+    windows and predicts), the next tick (every card's features again: what each minute
+    costs), then prediction-stats twice (cold, then warm caches)."""
     ruleset = load_ruleset(env={})
     db = open_db()
     worker = Worker(db, ruleset, clock=lambda: NOW)
-    out = {"tick": timed(lambda: worker.tick(NOW))}
+    out = {"tick_first": timed(lambda: worker.tick(NOW)),
+           "tick_next": timed(lambda: worker.tick(NOW + timedelta(minutes=1)))}
     for run in ("stats_cold", "stats_warm"):
         out[run] = timed(lambda: prediction_stats(db, now=NOW, ruleset=ruleset))
     db.close()
@@ -111,7 +113,7 @@ def one_fleet(cards: int, days: int, tmp: Path) -> bool:
           f"{time.perf_counter() - started:.0f} s (not timed)", flush=True)
     with postgres_server() as server:
         url = server.url(server.new_database())
-        pg = PostgresDatabase(url)
+        pg = PostgresDatabase(url, statement_timeout_s=3600)  # the load, not a tick
         started = time.perf_counter()
         copy_to_postgres(duck_path, pg, tmp)
         print(f"  copied into PostgreSQL in {time.perf_counter() - started:.0f} s (not timed)",
@@ -127,7 +129,7 @@ def one_fleet(cards: int, days: int, tmp: Path) -> bool:
         results = {"duckdb": measure(lambda: Database(duck_path)),
                    "postgresql": measure(lambda: PostgresDatabase(url))}
     ok = True
-    for key in ("tick", "stats_cold", "stats_warm"):
+    for key in ("tick_first", "tick_next", "stats_cold", "stats_warm"):
         d, p = results["duckdb"][key], results["postgresql"][key]
         ratio = p / d if d else float("inf")
         ok = ok and ratio <= 3.0

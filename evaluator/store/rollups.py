@@ -22,10 +22,10 @@ so every per-card question became a scan of time. Now:
   in the same transaction (:func:`after_insert`); retention and the simulated purge keep the
   invariant too (:func:`after_retention`, :func:`after_purge`);
 - ``gpu_health_window_edges`` holds, per pending prediction, the segments of its window's partial
-  first and last days (t0 to midnight, midnight to the window's end), each computed once its day
-  is sealed (:mod:`evaluator.store.window_edges`): with the sealed days between and the raw rows
-  after the watermark, a window is observed without reading its old rows again. An edge is
-  dropped when its day is re-summarised.
+  first and last days (t0 to midnight, midnight to the window's end), each computed once its
+  whole day is sealed (:mod:`evaluator.store.window_edges`): with the sealed days between and
+  the raw rows after the watermark, a window is observed without reading its old rows again. An
+  edge is dropped when its day is re-summarised.
 
 Answers do not change: every reader combines segments into exactly what the raw rows said.
 """

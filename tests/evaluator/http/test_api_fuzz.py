@@ -6,6 +6,7 @@ JSON of the one error shape, and no error body quotes back what the client sent.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import threading
 from collections.abc import Iterator
@@ -79,6 +80,16 @@ def quoted_back(case: Any, text: str) -> list[str]:
             and str(v) in text]
 
 
+def _replaced(case: Any, value: str) -> Any:
+    """``case`` with every parameter equal to ``value`` set to a same-length value of 'Z's."""
+    other = copy.deepcopy(case)
+    for params in (other.query, other.path_parameters):
+        for key, sent in (params or {}).items():
+            if str(sent) == value:
+                params[key] = "Z" * len(value)
+    return other
+
+
 @pytest.mark.parametrize(("method", "path"), OPERATIONS)
 @FUZZ
 @given(data=st.data(), token=st.sampled_from([None, "admin", "a", "b", "garbage"]))
@@ -94,4 +105,8 @@ def test_no_500_and_every_error_is_json(base_url: str, method: str, path: str,
         assert str(first).startswith("application/json"), first
         body = json.loads(response.text)
         assert set(body) == {"error", "param"}, body
-        assert not quoted_back(case, response.text), (case.query, body)
+        echoed = quoted_back(case, response.text)
+        if echoed:  # a value inside a fixed message ("unknown " in "unknown token") is no echo:
+            echoed = [v for v in echoed if v not in _replaced(case, v).call(  # same request,
+                base_url=base_url, headers=headers, timeout=30).text]   # another value
+        assert not echoed, (case.query, body)
