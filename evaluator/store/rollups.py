@@ -141,8 +141,9 @@ def _seal(db: Database, now: datetime) -> int:
         return 0
     days = 0
     if start > day_floor(start):  # a partly sealed day: its next hours, or the rest of it
-        start = _seal_part(db, start, min(day_floor(start) + DAY, target))
-        days = int(start == day_floor(start))
+        end = min(day_floor(start) + DAY, target)
+        _seal_part(db, start, end)
+        days, start = int(end == day_floor(start) + DAY), end
     if start < day_floor(target):
         days, start = days + _seal_days(db, start, day_floor(target)), day_floor(target)
     if start < target:  # the current day's hours so far (hourly sealing)
@@ -167,9 +168,9 @@ def _seal_days(db: Database, start: datetime, target: datetime) -> int:
     return days
 
 
-def _seal_part(db: Database, lo: datetime, hi: datetime) -> datetime:
-    """Merge the rows in [lo, hi) (one day's) into that day's segments; returns ``hi``. The
-    merged rows go through a temporary table: the day's old segments are read and replaced."""
+def _seal_part(db: Database, lo: datetime, hi: datetime) -> None:
+    """Merge the rows in [lo, hi) (one day's) into that day's segments. The merged rows go
+    through a temporary table: the day's old segments are read and replaced."""
     _, parts = _chunks(db, lo, hi)
     day = {"day": to_naive_utc(day_floor(lo))}
     span = day | {"lo": to_naive_utc(lo), "hi": to_naive_utc(hi)}
@@ -184,7 +185,6 @@ def _seal_part(db: Database, lo: datetime, hi: datetime) -> datetime:
         db.execute(f"INSERT INTO {DAYS} ({columns}) SELECT {columns} FROM {_MERGED}")
         db.execute(f"DROP TABLE {_MERGED}")
         _set_watermark(db, hi)
-    return hi
 
 
 def _chunks(db: Database, start: datetime, end: datetime) -> tuple[int, int]:
