@@ -15,7 +15,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -55,9 +55,11 @@ class PostgresServer:
     """One cluster: ``start()``, ``new_database()``, ``url()``, ``stop()``; ``pause``/``resume``
     (SIGSTOP/SIGCONT of the postmaster) and ``stop``/``start`` again for outage tests."""
 
-    def __init__(self, bin_dir: Path, root: Path) -> None:
+    def __init__(self, bin_dir: Path, root: Path,
+                 settings: Mapping[str, str] | None = None) -> None:
         self.bin = bin_dir
         self.root = root
+        self.settings = dict(settings or {})  # extra server settings (bench: shared_buffers)
         self.data = root / "data"
         self.port = _free_port()
         self.databases: dict[str, str] = {}  # database(key) -> name
@@ -88,6 +90,7 @@ class PostgresServer:
                 "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
                 # who did what, for tests that read the log (log_statement is set per database)
                 "-c log_line_prefix=%m@%a@%d@")
+        opts += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-l",
                    str(self.root / "log"), "-o", opts, "-w", "-t", "60", "start"])
 
@@ -127,11 +130,12 @@ class PostgresServer:
 
 
 @contextmanager
-def postgres_server() -> Iterator[PostgresServer]:
+def postgres_server(settings: Mapping[str, str] | None = None) -> Iterator[PostgresServer]:
+    """A started cluster, removed afterwards; ``settings``: extra ``-c name=value``."""
     bin_dir = require_postgres()
     with tempfile.TemporaryDirectory(prefix="gpu-health-pg-") as tmp:
         Path(tmp).chmod(0o755)
-        server = PostgresServer(bin_dir, Path(tmp) / "pg")
+        server = PostgresServer(bin_dir, Path(tmp) / "pg", settings)
         server.init()
         server.start()
         try:
