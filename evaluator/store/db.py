@@ -61,6 +61,9 @@ class Database:
     # How far the rollup watermark moves at a time (evaluator.store.rollups): DuckDB reads the
     # day of raw rows after it in tens of milliseconds, so whole days suffice.
     seal_every = timedelta(days=1)
+    # Statements the rules' feature extraction is split into, each on its own connection
+    # (evaluator.store.features): one, DuckDB runs a statement on all its threads.
+    feature_shards = 1
 
     def __init__(self, path: str | Path, *, read_only: bool = False, threads: int = 2) -> None:
         self.path = str(path)

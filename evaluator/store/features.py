@@ -27,12 +27,16 @@ this same function, ``chunk`` evaluation times per statement):
   lookups) and counts the rows of the two partial hours exactly, so it too never pairs rows with
   evaluation times;
 - ``cards`` restricts every scan to the given cards (the backtest replays only the cards that
-  can fire; the slices are still read, the joins and aggregates follow those cards).
+  can fire; the slices are still read, the joins and aggregates follow those cards);
+- on PostgreSQL, which runs each statement on one core, the cards are split into
+  ``db.feature_shards`` shards (a hash of the card), one statement each on its own connection,
+  at once (16,384 cards: 4.4 s -> 2.1-2.5 s with two; DuckDB already uses every core).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -65,9 +69,26 @@ def card_features(
         values = _params(part, slices, source, params) | _hour_counts(db, part[0], params)
         if cards is not None:
             values |= {"card_nodes": [c[0] for c in cards], "card_idx": [c[1] for c in cards]}
-        rows = db.fetchall(build_sql(params, len(slices), cards is not None, db.engine), values)
+        rows = _fetch(db, params, len(slices), cards is not None, values)
         result += [_row_to_features(row, source, params) for row in rows]
     return result
+
+
+def _fetch(db: Database, params: RuleParams, n_slices: int, cards: bool,
+           values: dict[str, Any]) -> list[Any]:
+    """The statement's rows, ordered by (at, node_id, gpu_index). With ``db.feature_shards``
+    above 1 (PostgreSQL runs one statement on one core; DuckDB uses every core itself), one
+    statement per shard of the cards, each on its own connection, at once."""
+    shards = db.feature_shards
+    if shards <= 1:
+        return db.fetchall(build_sql(params, n_slices, cards, db.engine), values)
+    sql = build_sql(params, n_slices, cards, db.engine, sharded=True)
+    with ThreadPoolExecutor(max_workers=shards, thread_name_prefix="features") as pool:
+        parts = pool.map(lambda i: db.fetchall(sql, values | {"shards": shards, "shard": i}),
+                         range(shards))
+        rows = [row for part in parts for row in part]
+    # node ids compare as bytes on both engines (C collation), as Python's str order does
+    return sorted(rows, key=lambda row: (row[0], row[1], row[2]))
 
 
 def _slices(lo: datetime, hi: datetime, params: RuleParams) -> list[tuple[datetime, datetime]]:

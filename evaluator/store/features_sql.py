@@ -200,6 +200,9 @@ sel_cards AS (SELECT unnest($card_nodes::VARCHAR[]) AS node_id,
                      unnest($card_idx::INTEGER[]) AS gpu_index),"""
 _CARDS: Final = (" AND EXISTS (SELECT 1 FROM sel_cards c WHERE c.node_id = s.node_id"
                  " AND c.gpu_index = s.gpu_index)")
+# Only the cards of shard $shard of $shards (PostgreSQL: one statement runs on one core, so the
+# store runs a shard per pool connection; every part of the statement follows its scans' cards)
+_SHARD: Final = " AND abs(hashtext(s.node_id)::BIGINT + s.gpu_index) % $shards = $shard"
 
 # Each (time, card)'s newest row at or before the time. Engine-specific because PostgreSQL has
 # no ASOF JOIN; a LATERAL ... LIMIT 1 probe is its index-backed equivalent (one index descent
@@ -217,11 +220,12 @@ _ASOF: Final = {
 
 
 def build_sql(params: RuleParams, n_slices: int, cards: bool = False,
-              engine: str = "duckdb") -> str:
+              engine: str = "duckdb", sharded: bool = False) -> str:
     """The statement for this parameter set with ``n_slices`` scan slices ($s0/$e0, ...);
-    ``cards``: only the cards of $card_nodes/$card_idx; ``engine``: the store's dialect."""
+    ``cards``: only the cards of $card_nodes/$card_idx; ``engine``: the store's dialect;
+    ``sharded`` (PostgreSQL): only the cards of shard $shard of $shards."""
     columns = _pivot_columns(params)
-    semi = _CARDS if cards else ""
+    semi = (_CARDS if cards else "") + (_SHARD if sharded else "")
     return _TEMPLATE.replace("{boundaries}", _BOUNDARIES[engine]).format(
         asof=_ASOF[engine],
         values_q=",\n               ".join(

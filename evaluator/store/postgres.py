@@ -79,6 +79,9 @@ class PostgresDatabase(Database):
                  lease_ttl_s: float | None = None) -> None:
         self.path = safe_url(url)
         self._setup_common(threads)
+        # A statement runs on one server core (these have no parallel plans): the tick's
+        # feature statement is split by card over ``threads`` connections (bench.postgres)
+        self.feature_shards = max(1, threads)
         self._lease_ttl_ms = None if lease_ttl_s is None else int(lease_ttl_s * 1000)
         kwargs: dict[str, Any] = {"autocommit": True,
                                   "connect_timeout": max(1, int(connect_timeout)),

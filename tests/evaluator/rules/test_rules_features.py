@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from evaluator.rules.params import RuleParams
 from evaluator.store import Database
 from evaluator.store.features import card_features
 from evaluator.store.samples import insert_samples
-from tests.conftest import NewDb
+from tests.conftest import NewDb, open_store
 from tests.evaluator.rules_support import (
     PARAMS,
     START,
@@ -246,4 +247,27 @@ def test_card_filter_keeps_only_those_cards_and_their_values(new_db: NewDb) -> N
     assert some == [f for f in every if (f.node_id, f.gpu_index) != ("n1", 1)]
     assert len(some) == 6
     assert card_features(db, times, "real", PARAMS, cards=[]) == []
+    db.close()
+
+
+def test_shards_on_postgresql_give_the_one_statement_result(request: pytest.FixtureRequest,
+                                                            tmp_path: Path) -> None:
+    """PostgreSQL splits the statement by card over connections (``feature_shards``); any
+    number of shards yields the same features in the same order, node ids compared as bytes
+    (C collation) whatever their case or script."""
+    db = open_store(request, "postgresql", tmp_path, "shards")
+    nodes = ["n1", "n10", "n2", "N1", "node-\u00e4", "node-z", "\u7b97\u529b-3"]
+    load(db, *(series(node, gpu, f"GPU-{node}-{gpu}", start=0, end=9,
+                      corrected=quadratic(gpu + 1, onset=1) if gpu % 2 else const(gpu))
+               for node in nodes for gpu in range(3)))
+    times = [at(8), at(8.5), at(9)]
+    db.feature_shards = 1
+    one_statement = card_features(db, times, "real", PARAMS)
+    assert len(one_statement) == 3 * len(nodes) * 3
+    assert [(f.at, f.node_id.encode(), f.gpu_index) for f in one_statement] == sorted(
+        (f.at, f.node_id.encode(), f.gpu_index) for f in one_statement)
+    for shards in (2, 3, 5):
+        db.feature_shards = shards
+        assert card_features(db, times, "real", PARAMS) == one_statement
+        assert card_features(db, times, "real", PARAMS, chunk=1) == one_statement
     db.close()
