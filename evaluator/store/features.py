@@ -88,7 +88,7 @@ def _fetch(db: Database, params: RuleParams, n_slices: int, cards: bool,
                          range(shards))
         rows = [row for part in parts for row in part]
     # node ids compare as bytes on both engines (C collation), as Python's str order does
-    return sorted(rows, key=lambda row: (row[0], row[1], row[2]))
+    return sorted(rows, key=lambda row: tuple(row[:3]))
 
 
 def _slices(lo: datetime, hi: datetime, params: RuleParams) -> list[tuple[datetime, datetime]]:
