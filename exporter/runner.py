@@ -9,8 +9,10 @@ Failures come out as :class:`~gpu_health.errors.CollectError` with a low-cardina
 
 from __future__ import annotations
 
+import logging
 import os
 import selectors
+import shlex
 import shutil
 import signal
 import subprocess
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_health.errors import CollectError, ToolNotFound
+
+log = logging.getLogger(__name__)
 
 _CHUNK = 64 * 1024
 _STDERR_TAIL = 4 * 1024
@@ -103,7 +107,12 @@ class ToolRunner:
         except OSError as exc:
             raise CollectError(f"cannot start {path!r}: {exc}", reason="exec") from exc
         limit = self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)
-        return self._finish(proc, argv, limit)
+        started = time.monotonic()
+        result = self._finish(proc, argv, limit)
+        # The exact command line and its cost: how a field list or a slow driver is diagnosed.
+        log.debug("ran %s: exit status %d in %.3f s, %d bytes of output", shlex.join(argv),
+                  result.returncode, time.monotonic() - started, len(result.stdout))
+        return result
 
     def run_many(
         self,

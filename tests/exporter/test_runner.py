@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -34,6 +35,19 @@ def test_argv_is_passed_without_a_shell_and_locale_is_forced_to_c(
     assert result.stdout.splitlines() == [
         "LC_ALL=C LANG=de_DE.UTF-8", "a b", "; touch pwned", "$HOME", "*"]
     assert not (tmp_path / "pwned").exists()
+
+
+def test_the_debug_log_names_the_exact_command_line_and_its_outcome(
+    tmp_path: Path, tool_env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    tool = script(tmp_path, "two words", "echo ok\nexit 3\n")
+    with caplog.at_level(logging.DEBUG, logger="exporter.runner"):
+        runner(tool_env).run(tool, ["--query-gpu=index,name", "a b"])
+    (record,) = caplog.records
+    # shell-quoted, so the line can be pasted to a shell to run the tool by hand
+    assert record.getMessage().startswith(
+        f"ran '{tool}' --query-gpu=index,name 'a b': exit status 3 in ")
+    assert record.getMessage().endswith(" s, 3 bytes of output")
 
 
 def test_stdin_is_closed(tmp_path: Path, tool_env: dict[str, str]) -> None:
