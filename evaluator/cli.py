@@ -3,7 +3,7 @@
 ``COMMANDS`` names every subcommand with its help line and its arguments; ``evaluator.main``
 maps the same names to what runs them (a test keeps the two tables equal). Validation of the
 parsed arguments into options lives with each command (``simulate/options.py``,
-``demo.py``, ``backtest/command.py``) and lists every problem at once.
+``demo.py``, ``backtest/command.py``, ``calibrate/command.py``) and lists every problem at once.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ BACKTEST_HELP: Final = ("replay history (Prometheus or an events CSV) through th
                         "separate DuckDB file and report precision/recall per rule version")
 COMPACT_HELP: Final = ("rewrite the (stopped) evaluator's DuckDB file to its live data: the space "
                        "freed by dropped indexes and deleted rows goes back to the disk")
+CALIBRATE_HELP: Final = ("search rule thresholds on one part of the history, confirm the choice "
+                         "on the later part it was not tuned on, and write a new rule version")
 DEMO_HELP: Final = ("run the exporter (fake tools when no nvidia-smi) and the evaluator on a "
                     "demo store with simulated history; print where to look")
 
@@ -68,14 +70,62 @@ def demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def backtest_arguments(p: argparse.ArgumentParser) -> None:
+    _input_arguments(p)
+    _rules_arguments(p)
+    _cost_arguments(p)
+
+
+def calibrate_arguments(p: argparse.ArgumentParser) -> None:
+    _input_arguments(p)
+    cal = p.add_argument_group("calibration")
+    cal.add_argument("--rules", type=Path, metavar="FILE",
+                     help="the base version (default: rules.active in rules.dir of --config)")
+    cal.add_argument("--search", action="append", default=[], metavar="NAME=V1,V2",
+                     help="values of a frozen parameter to try (repeatable: cartesian product; "
+                          "default: docs/calibration.md's space over the trend parameters)")
+    cal.add_argument("--train-fraction", type=float, default=0.6,
+                     help="share of the period (by time) the choice is made on (0.6)")
+    cal.add_argument("--objective", choices=("recall", "cost"), default="recall",
+                     help="recall: the highest train first-fault recall at --min-precision; "
+                          "cost: the most GPU-hours saved (needs the cost options)")
+    cal.add_argument("--min-precision", type=float, default=0.2,
+                     help="train first-fault precision a candidate must reach (0.2)")
+    cal.add_argument("--min-test-faults", type=int, default=20,
+                     help="first faults the test part needs for a verdict (20)")
+    cal.add_argument("--output", type=Path, help="write the report as JSON")
+    cal.add_argument("--write-rule", type=Path, metavar="DIR",
+                     help="write the chosen version as DIR/<base>-cal-<hash>.yaml when the "
+                          "verdict is 'better'")
+    cal.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="progress bars on stderr (default: on a terminal)")
+    _cost_arguments(p)
+
+
+def _input_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--prometheus", metavar="URL", help="Prometheus base URL to import from")
     src.add_argument("--events", type=Path, metavar="CSV", help="CSV file of error events")
     p.add_argument("--db", type=Path, help="backtest DuckDB file (default: "
                    "./data/backtest-<UTC time>.duckdb); never the live database")
+    period = p.add_argument_group("period")
+    period.add_argument("--since", help="start, ISO 8601 with a zone or Unix seconds "
+                        "(--prometheus: what is imported; --events or --db: what is replayed)")
+    period.add_argument("--until", help="end (default: now for --prometheus, else the end of "
+                        "the history)")
     _prometheus_arguments(p)
     _events_arguments(p)
-    _rules_arguments(p)
+
+
+def _cost_arguments(p: argparse.ArgumentParser) -> None:
+    costs = p.add_argument_group("costs (Boixaderas et al., SC20; docs/calibration.md)")
+    costs.add_argument("--cost-failure", type=float, metavar="H",
+                       help="GPU-hours an unpredicted fault costs: job GPUs x (mean time since "
+                            "the last checkpoint + restart)")
+    costs.add_argument("--cost-mitigation", type=float, metavar="H",
+                       help="GPU-hours one acted-on prediction costs (a drain or a checkpoint)")
+    costs.add_argument("--mitigation-time", metavar="DURATION",
+                       help="how long a mitigation takes: a fault warned of less than this "
+                            "ahead is not saved (default 0s)")
 
 
 def _prometheus_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,8 +133,6 @@ def _prometheus_arguments(p: argparse.ArgumentParser) -> None:
     prom.add_argument("--metrics", choices=sorted(METRIC_SETS), default="ours",
                       help="metric names to read: ours, dcgm (dcgm-exporter) or nvidia_smi "
                            "(nvidia_gpu_exporter) (default: ours)")
-    prom.add_argument("--since", help="start, ISO 8601 with a zone or Unix seconds")
-    prom.add_argument("--until", help="end (default: now)")
     prom.add_argument("--step", help="reading interval (default: scrape.interval of --config)")
     prom.add_argument("--node-label", help="label holding the node id (default: node / "
                       "Hostname, else the host of instance)")
@@ -137,6 +185,7 @@ COMMANDS: Final[dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]]
     "simulate": (SIMULATE_HELP, simulate_arguments),
     "tokens-hash": (TOKENS_HASH_HELP, _no_arguments),
     "backtest": (BACKTEST_HELP, backtest_arguments),
+    "calibrate": (CALIBRATE_HELP, calibrate_arguments),
     "demo": (DEMO_HELP, demo_arguments),
     "compact": (COMPACT_HELP, compact_arguments),
 }

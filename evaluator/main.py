@@ -2,7 +2,8 @@
 
 ``run`` (the default when only options are given) scrapes, stores, predicts and serves the
 API; ``simulate`` writes or purges simulated samples; ``tokens-hash`` prints the SHA-256 of an
-API token read from stdin (for the tokens file); ``backtest`` replays history; ``demo`` runs the
+API token read from stdin (for the tokens file); ``backtest`` replays history; ``calibrate``
+finds a better rule version and proves it on data it was not tuned on; ``demo`` runs the
 whole product on one machine; ``compact`` rewrites a stopped evaluator's file to its live data.
 Arguments are declared in :mod:`evaluator.cli`; ``RUNNERS`` maps
 the same names to ``run(args, environ) -> exit code``. Nothing below ``main`` reads
@@ -73,6 +74,12 @@ def cmd_backtest(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return run(args, environ)
 
 
+def cmd_calibrate(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from evaluator.calibrate.command import run
+
+    return run(args, environ)
+
+
 def cmd_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from evaluator.demo import run_demo
 
@@ -93,6 +100,7 @@ RUNNERS: Final[dict[str, Runner]] = {
     "simulate": cmd_simulate,
     "tokens-hash": cmd_tokens_hash,
     "backtest": cmd_backtest,
+    "calibrate": cmd_calibrate,
     "demo": cmd_demo,
     "compact": cmd_compact,
 }

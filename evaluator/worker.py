@@ -6,9 +6,14 @@ Each source ('real', 'simulated') is evaluated separately; rows of the two never
 series. With the rule set disabled the worker still backfills (open windows must still be
 proven or disproven) but makes no new predictions, and says so once in the log.
 
-Single instance for now; leader election comes later. Overlapping instances are still safe:
-prediction ids are deterministic and outcomes are compare-and-set
-(:mod:`evaluator.store.predictions`).
+Shadow versions (``rules.shadow``) are evaluated at every tick after the active one, each with
+its own parameters, and stored as shadow predictions: backfilled like any other (the backfill
+does not look at versions), never alerted, never in the default statistics. That is how a
+calibrated version proves itself on live data before an operator makes it active.
+
+Overlapping instances are safe: prediction ids are deterministic and outcomes are
+compare-and-set (:mod:`evaluator.store.predictions`); with several evaluators only the leader
+runs the worker.
 
 ``tick`` is synchronous (it runs on a database thread). There is no loop here: the composition
 root hands ``tick`` to the process host (``evaluator.app``), whose one catch-all per loop tick
@@ -21,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -52,6 +57,7 @@ class TickReport:
     evaluated: dict[str, int] = field(default_factory=dict)  # cards evaluated per source
     decisions: dict[str, int] = field(default_factory=dict)  # cards a signal fired for
     predictions: tuple[NewPrediction, ...] = ()  # rows inserted by this tick
+    shadow_predictions: tuple[NewPrediction, ...] = ()  # the shadow versions' (never alerted)
 
 
 class WorkerMetrics:
@@ -81,9 +87,10 @@ class Worker:
     def __init__(self, db: Database, ruleset: RuleSet, clock: Clock = system_clock, *,
                  registry: CollectorRegistry | None = None,
                  metrics: WorkerMetrics | None = None,
-                 sources: Sequence[str] = SOURCES) -> None:
+                 sources: Sequence[str] = SOURCES, shadows: Sequence[RuleSet] = ()) -> None:
         self.db = db
         self.ruleset = ruleset
+        self.shadows = tuple(shadows)
         self.clock = clock
         self.sources = tuple(sources)
         self.metrics = metrics or WorkerMetrics(registry or CollectorRegistry())
@@ -91,8 +98,9 @@ class Worker:
         self._said_disabled = False
 
     def register(self, now: datetime | None = None) -> None:
-        """Record the rule version in the store; RuleError if it changed (fail fast)."""
-        register_ruleset(self.db, self.ruleset, now or self.clock())
+        """Record the rule versions in the store; RuleError if one changed (fail fast)."""
+        for ruleset in (self.ruleset, *self.shadows):
+            register_ruleset(self.db, ruleset, now or self.clock())
         self._registered = True
 
     def tick(self, now: datetime | None = None) -> TickReport:
@@ -107,6 +115,9 @@ class Worker:
         for status, count in resolved.items():  # written even if predicting fails below
             self.metrics.resolved.labels(status=status).inc(count)
         report = self._predict(now, resolved)
+        report = replace(report, shadow_predictions=tuple(
+            p for rs in self.shadows if rs.params.enabled
+            for p in self._insert(rs, now, {}, {}, shadow=True)))
         for p in report.predictions:
             self.metrics.created.labels(source=p.source, layer=p.layer).inc()
         for source, count in report.evaluated.items():
@@ -114,9 +125,10 @@ class Worker:
         self.metrics.ticks.inc()
         self.metrics.last_success.set(now.timestamp())
         self.metrics.duration.set(time.perf_counter() - started)
-        log.info("worker tick at %s (%s): resolved %s, evaluated %s, %d new prediction(s)",
+        log.info("worker tick at %s (%s): resolved %s, evaluated %s, %d new prediction(s)%s",
                  now.isoformat(), self.ruleset.version, resolved, report.evaluated,
-                 len(report.predictions))
+                 len(report.predictions), f", {len(report.shadow_predictions)} by shadow "
+                 f"version(s)" if self.shadows else "")
         return report
 
     def _predict(self, now: datetime, resolved: dict[str, int]) -> TickReport:
@@ -130,12 +142,20 @@ class Worker:
         self._said_disabled = False
         evaluated: dict[str, int] = {}
         fired: dict[str, int] = {}
+        created = self._insert(self.ruleset, now, evaluated, fired, shadow=False)
+        return TickReport(now, self.ruleset.version, True, resolved, evaluated, fired,
+                          tuple(created))
+
+    def _insert(self, ruleset: RuleSet, now: datetime, evaluated: dict[str, int],
+                fired: dict[str, int], *, shadow: bool) -> list[NewPrediction]:
+        """Features, decisions and inserts of one version for every source."""
+        params = ruleset.params
         created: list[NewPrediction] = []
         for source in self.sources:
             features = card_features(self.db, [now], source, params)
             decisions = [d for f in features if (d := decide(f, params)) is not None]
             evaluated[source], fired[source] = len(features), len(decisions)
-            created += insert_predictions(self.db, decisions, rule_version=self.ruleset.version,
-                                          window_days=params.window_days, now=now)
-        return TickReport(now, self.ruleset.version, True, resolved, evaluated, fired,
-                          tuple(created))
+            created += insert_predictions(self.db, decisions, rule_version=ruleset.version,
+                                          window_days=params.window_days, now=now,
+                                          shadow=shadow)
+        return created

@@ -2,7 +2,8 @@
 
 With a store that holds no real sample yet, the evaluator reads ``history`` (e.g. 30 days) of
 the configured Prometheus source with the backtest's importer (range queries on the step grid,
-the live write rule), then replays the active rule set over that period with the backtest's
+the live write rule), then replays the active rule set, and after it each shadow version of
+``rules.shadow`` (stored as shadow predictions), over that period with the backtest's
 engine (:func:`evaluator.backtest.replay.replay`: the live worker's ticks, backfill then
 predict). A new user thus sees hit/miss/voided predictions and real statistics (or ``null``
 with its reason) on day one. Prediction ids are deterministic, so the replayed rows are the rows
@@ -25,6 +26,7 @@ import asyncio
 import logging
 import sys
 from datetime import datetime, timedelta
+from functools import partial
 
 from tqdm import tqdm
 
@@ -52,11 +54,13 @@ class HistoryBootstrap:
 
     def __init__(self, db: Database, config: PrometheusSourceConfig, live: LiveSource, *,
                  ruleset: RuleSet, keepalive: timedelta, clock: Clock,
-                 retry: timedelta = timedelta(minutes=1)) -> None:
+                 retry: timedelta = timedelta(minutes=1),
+                 shadows: tuple[RuleSet, ...] = ()) -> None:
         self.db = db
         self.config = config
         self.live = live
         self.ruleset = ruleset
+        self.shadows = shadows
         self.keepalive = keepalive
         self.clock = clock
         self.retry = retry
@@ -127,6 +131,12 @@ class HistoryBootstrap:
         log.info("history: %d readings of %d cards imported, %d predictions replayed (%s)",
                  stats.readings, len(stats.cards), self.summary.predictions,
                  self.summary.resolved)
+        for shadow in self.shadows:  # after the active version: each is a replay of its own
+            self.live.status.waiting_for = (f"replaying shadow version {shadow.version} over "
+                                            "the imported history")
+            done = await self.db.run(partial(replay, shadow=True), self.db, shadow, since, until)
+            log.info("history: shadow version %s: %d predictions replayed (%s)",
+                     shadow.version, done.predictions, done.resolved)
         self.live.resume_at(until)
         self.live.status.waiting_for = None
         self.running = False

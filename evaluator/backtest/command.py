@@ -11,10 +11,13 @@ this module for every command line.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from evaluator.backtest.compare import Costs
 from evaluator.backtest.events import PRESETS, EventColumns, parse_time
 from evaluator.config.file import DEFAULT_STORAGE, Config, load_config
 from evaluator.config.values import Checker, url_problem
@@ -23,6 +26,7 @@ from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
 
 if TYPE_CHECKING:
+    from evaluator.backtest.inputs import EventsSource
     from evaluator.backtest.pipeline import BacktestOptions
     from evaluator.backtest.prometheus import PrometheusSource
 
@@ -70,20 +74,24 @@ def _columns(c: Checker, args: argparse.Namespace) -> EventColumns | None:
                         correct, uncorrect, _split(args.ignore_types))
 
 
-def options_from(args: argparse.Namespace, config: Config, now: datetime) -> BacktestOptions:
-    """Validate the arguments; ConfigError lists every problem."""
-    from evaluator.backtest.inputs import EventsSource
-    from evaluator.backtest.pipeline import BacktestOptions
-    from evaluator.backtest.rulesets import parse_sweeps
-    from evaluator.store.backtest import default_path
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """Where the history comes from and which part of it is replayed."""
 
-    c = Checker()
+    source: PrometheusSource | EventsSource | None  # None: the samples of --db
+    since: datetime | None  # replay from (events, --db); None: the history's start
+    until: datetime | None  # replay to; None: the history's end
+
+
+def input_options(c: Checker, args: argparse.Namespace, config: Config,
+                  now: datetime) -> Inputs:
+    """--prometheus / --events / --db and --since/--until (problems go to ``c``)."""
+    from evaluator.backtest.inputs import EventsSource
+
     step = _duration(c, args.step, "--step", timedelta(seconds=config.scrape.interval))
     source: PrometheusSource | EventsSource | None = None
     if args.prometheus is not None:
         source = _prometheus(c, args, step, now)
-    elif args.since or args.until:
-        c.problem("--since/--until only apply to --prometheus")
     stray = [flag for flag, value in (("--preset", args.preset),
                                       ("--node-columns", args.node_columns),
                                       ("--gpu-column", args.gpu_column),
@@ -97,6 +105,43 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Bac
         after = _duration(c, args.observe_after, "--observe-after", timedelta(0)) or None
         if columns is not None:
             source = EventsSource(args.events, columns, args.preset, step, lead_in, after)
+    if args.prometheus is not None:
+        return Inputs(source, None, None)  # the import's own period is the replayed one
+    since, until = _time(c, args.since, "--since"), _time(c, args.until, "--until")
+    if since is not None and until is not None and since >= until:
+        c.problem(f"--since ({since.isoformat()}) must be before --until ({until.isoformat()})")
+    return Inputs(source, since, until)
+
+
+def cost_options(c: Checker, args: argparse.Namespace) -> Costs | None:
+    """--cost-failure and --cost-mitigation (both or neither), --mitigation-time."""
+    given = {f: v for f, v in (("--cost-failure", args.cost_failure),
+                               ("--cost-mitigation", args.cost_mitigation)) if v is not None}
+    for flag, value in given.items():
+        if not math.isfinite(value) or value < 0:
+            c.problem(f"{flag} must be a finite number of GPU-hours >= 0, got {value}")
+    mitigation_time = _duration(c, args.mitigation_time, "--mitigation-time", timedelta(0))
+    if len(given) == 1:
+        c.problem(f"{next(iter(given))} needs "
+                  f"{'--cost-mitigation' if '--cost-failure' in given else '--cost-failure'} "
+                  "too (the saving is one minus the other)")
+        return None
+    if args.mitigation_time is not None and not given:
+        c.problem("--mitigation-time only applies with --cost-failure and --cost-mitigation")
+    if len(given) < 2:
+        return None
+    return Costs(args.cost_failure, args.cost_mitigation, mitigation_time)
+
+
+def options_from(args: argparse.Namespace, config: Config, now: datetime) -> BacktestOptions:
+    """Validate the arguments; ConfigError lists every problem."""
+    from evaluator.backtest.pipeline import BacktestOptions
+    from evaluator.backtest.rulesets import parse_sweeps
+    from evaluator.store.backtest import default_path
+
+    c = Checker()
+    inputs = input_options(c, args, config, now)
+    costs = cost_options(c, args)
     sweeps: list[tuple[str, list[str]]] = []
     try:
         sweeps = parse_sweeps(args.sweep)
@@ -108,10 +153,11 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Bac
     return BacktestOptions(
         db_path=args.db or default_path(now),
         live_paths=(config.storage_path, DEFAULT_STORAGE),
-        source=source, rule_files=rules, sweeps=tuple(sweeps),
+        source=inputs.source, rule_files=rules, sweeps=tuple(sweeps),
         keepalive=timedelta(seconds=config.keepalive_seconds),
         output=args.output, plot=args.plot, progress=args.progress, skip=not args.every_tick,
         baselines=args.baselines, rules_dir=config.rules.dir,
+        since=inputs.since, until=inputs.until, costs=costs,
     )
 
 

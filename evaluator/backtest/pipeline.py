@@ -11,7 +11,8 @@ import asyncio
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from evaluator.backtest.activity import tick_grid
+from evaluator.backtest.compare import Costs
 from evaluator.backtest.events import EventFile, card_histories, parse_events
 from evaluator.backtest.history import write_histories
 from evaluator.backtest.inputs import EventsSource, events_info, prometheus_info
@@ -60,6 +62,9 @@ class BacktestOptions:
     skip: bool = True
     baselines: bool = True  # replay rules/baselines/ beside the versions (docs/backtest.md)
     rules_dir: Path = RULES_DIR  # where rules/baselines/ is (the config's rules.dir)
+    since: datetime | None = None  # replay only from here (events, --db); None: all of it
+    until: datetime | None = None
+    costs: Costs | None = None  # GPU-hours saved in the report (docs/calibration.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +89,12 @@ def _progress(bar: tqdm[Any]) -> Callable[[int, int], None]:
     return update
 
 
-def run_backtest(options: BacktestOptions, *, clock: Clock = system_clock,
-                 out: TextIO | None = None) -> dict[str, Any]:
-    """Run everything; returns the report (also written to ``--output`` and printed)."""
-    found = variants(options.rule_files, options.sweeps)
-    yardsticks = baseline_variants(found, baseline_files(options.rules_dir)) \
-        if options.baselines else []
-    if options.plot is not None:
-        require_matplotlib()
+@contextmanager
+def backtest_file(options: BacktestOptions, found: Sequence[Variant], *,
+                  clock: Clock = system_clock) -> Iterator[tuple[Database, int, Imported]]:
+    """The backtest file with the history imported (or found there), a run recorded, and the
+    period to replay (``--since``/``--until`` applied); closed on the way out. A failed import
+    removes the file it created: nothing half-filled stays behind."""
     events = _read_events(options.source) if isinstance(options.source, EventsSource) else None
     created = not options.db_path.exists()
     db = open_backtest(options.db_path, live=options.live_paths,
@@ -108,24 +111,59 @@ def run_backtest(options: BacktestOptions, *, clock: Clock = system_clock,
                 closed = True
                 _remove(options.db_path)
             raise
+        yield db, run_id, _clip(imported, options)
+    finally:
+        if not closed:
+            db.close()
+
+
+def _clip(imported: Imported, options: BacktestOptions) -> Imported:
+    """The part of the history ``--since``/``--until`` ask to replay (events, --db)."""
+    since = max(imported.since, options.since or imported.since)
+    until = min(imported.until, options.until or imported.until)
+    if since >= until:
+        raise ConfigError(f"--since/--until ({_iso(options.since)} .. {_iso(options.until)}) "
+                          f"leave nothing of the history ({imported.since.isoformat()} .. "
+                          f"{imported.until.isoformat()})")
+    if (since, until) == (imported.since, imported.until):
+        return imported
+    return Imported({**imported.info, "replayed_period": {"since": since.isoformat(),
+                                                           "until": until.isoformat()}},
+                    since, until)
+
+
+def _iso(at: datetime | None) -> str:
+    return "start" if at is None else at.isoformat()
+
+
+def run_backtest(options: BacktestOptions, *, clock: Clock = system_clock,
+                 out: TextIO | None = None) -> dict[str, Any]:
+    """Run everything; returns the report (also written to ``--output`` and printed)."""
+    found = variants(options.rule_files, options.sweeps)
+    yardsticks = baseline_variants(found, baseline_files(options.rules_dir)) \
+        if options.baselines else []
+    if options.plot is not None:
+        require_matplotlib()
+    with backtest_file(options, found, clock=clock) as (db, run_id, imported):
         summaries = replay_all(db, [v.ruleset for v in (*found, *yardsticks)], imported.since,
                                imported.until, skip=options.skip, progress=options.progress)
         report = build_report(db, found, summaries[:len(found)], input_info=imported.info,
                               since=imported.since, until=imported.until,
                               generated_at=clock(), database=str(options.db_path),
                               baselines=list(zip(yardsticks, summaries[len(found):],
-                                                 strict=True)))
+                                                 strict=True)), costs=options.costs)
         finish_run(db, run_id, since=imported.since, until=imported.until, report=report)
-    finally:
-        if not closed:
-            db.close()
-    if options.output is not None:
-        options.output.parent.mkdir(parents=True, exist_ok=True)
-        options.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_json(report, options.output)
     if options.plot is not None:
         plot_sweep(report, options.plot)
     (out or sys.stdout).write(render_text(report))
     return report
+
+
+def write_json(report: dict[str, Any], output: Path | None) -> None:
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
 def _remove(path: Path) -> None:
@@ -159,7 +197,7 @@ def _read_events(source: EventsSource) -> EventFile:
         raise ConfigError(f"--events {source.path}: not UTF-8 text: {exc}") from exc
 
 
-def _import(db: Database, options: BacktestOptions, found: list[Variant],
+def _import(db: Database, options: BacktestOptions, found: Sequence[Variant],
             events: EventFile | None) -> Imported:
     source = options.source
     if isinstance(source, EventsSource) and events is not None:
@@ -179,7 +217,8 @@ def _import(db: Database, options: BacktestOptions, found: list[Variant],
     return Imported({**info, "replayed_from": str(options.db_path)}, *period)
 
 
-def import_events(db: Database, source: EventsSource, events: EventFile, found: list[Variant],
+def import_events(db: Database, source: EventsSource, events: EventFile,
+                  found: Sequence[Variant],
                   options: BacktestOptions) -> Imported:
     longest = max(v.ruleset.params.window_days for v in found)
     after = source.observe_after or timedelta(days=longest)

@@ -116,10 +116,12 @@ def _plans(db: Database, ruleset: RuleSet, ticks: list[datetime],
 
 def replay(db: Database, ruleset: RuleSet, start: datetime, end: datetime, *,
            skip: bool = True, chunk: int = DEFAULT_CHUNK,
-           progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
+           progress: Callable[[int, int], None] | None = None,
+           shadow: bool = False) -> ReplaySummary:
     """Replay ``ruleset`` over ``[start, end]``; ``progress(done, total)`` after each tick.
     The whole replay is one transaction: thousands of small commits would cost more than the
-    work, and a replay that fails half-way leaves nothing of this version behind."""
+    work, and a replay that fails half-way leaves nothing of this version behind. ``shadow``:
+    store the predictions as a shadow version's (the live first-start history)."""
     began = time.perf_counter()
     ticks = tick_grid(start, end, ruleset.params.scan_interval)
     summary = ReplaySummary(ruleset.version, ticks=len(ticks), skipping=skip)
@@ -128,7 +130,8 @@ def replay(db: Database, ruleset: RuleSet, start: datetime, end: datetime, *,
             register_ruleset(db, ruleset, ticks[0])
             candidates, backfills = _plans(db, ruleset, ticks, skip)
             summary.cards = None if candidates.cards is None else len(candidates.cards)
-            _Walk(db, ruleset, ticks, candidates, backfills, summary, chunk, progress).run()
+            _Walk(db, ruleset, ticks, candidates, backfills, summary, chunk, progress,
+                  shadow=shadow).run()
     summary.seconds = time.perf_counter() - began
     log.info("replayed %s: %d ticks, %d evaluated, %d backfills, %d predictions, resolved %s "
              "in %.1f s", ruleset.version, summary.ticks, summary.evaluated_ticks,
@@ -148,6 +151,7 @@ class _Walk:
     summary: ReplaySummary
     chunk: int
     progress: Callable[[int, int], None] | None
+    shadow: bool = False
     features: dict[datetime, list[CardFeatures]] = field(default_factory=dict)
 
     def run(self) -> None:
@@ -190,7 +194,8 @@ class _Walk:
         if not decisions:
             return
         created = insert_predictions(self.db, decisions, rule_version=self.ruleset.version,
-                                     window_days=params.window_days, now=now)
+                                     window_days=params.window_days, now=now,
+                                     shadow=self.shadow)
         for p in created:
             self.summary.predictions += 1
             self.backfills.watch(p.id, (p.node_id, p.gpu_index, p.gpu_uuid), p.t0,

@@ -15,8 +15,14 @@ a card that had already failed. The baselines of ``rules/baselines/`` (a naive "
 correctable error in 24 h" and "repeat after any uncorrectable increase") are replayed by the
 same engine on the same data and reported in ``baselines`` with the same shape; each version
 gets its ``lift`` over each baseline of its window per class (its value / the baseline's; null
-when either is null or the baseline's is 0), and a ``flag`` when it does not beat the best
-baseline's first-fault recall at equal or better first-fault precision.
+when either is null or the baseline's is 0), a ``comparisons`` entry per baseline (the Pareto
+rule of :mod:`evaluator.backtest.compare`: first-fault recall higher at precision at least as
+high, or the reverse; the cost figure when neither dominates and costs were given), and a
+``flag`` when a baseline beats it or it cannot be compared with any.
+
+With costs (``--cost-failure``, ``--cost-mitigation``, ``--mitigation-time``), every version and
+class also gets ``gpu_hours_saved`` (:func:`evaluator.backtest.compare.gpu_hours_saved`), and the
+warning lead times it is computed from (fault minus the moment the prediction was made).
 
 Base rates, the same for every version: cards, monitorable cards, observed card-days (exposure),
 cards with a fault, faults preceded by any correctable error at all (a correctable count above 0
@@ -32,6 +38,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from evaluator.backtest.compare import Costs, Point, compare, gpu_hours_saved
 from evaluator.backtest.replay import ReplaySummary
 from evaluator.backtest.rulesets import Variant
 from evaluator.stats.document import DISCLAIMER, stats_document
@@ -54,7 +61,7 @@ PAPER = {
 }
 
 
-def _days(values: Sequence[timedelta]) -> dict[str, Any]:
+def days_summary(values: Sequence[timedelta]) -> dict[str, Any]:
     days = [v.total_seconds() / 86400 for v in values]
     if not days:
         return {"n": 0, "min": None, "median": None, "max": None}
@@ -62,21 +69,38 @@ def _days(values: Sequence[timedelta]) -> dict[str, Any]:
             "median": round(statistics.median(days), 3), "max": round(max(days), 3)}
 
 
-def _key(f: Fault) -> tuple[str, int, str | None, datetime]:
+def fault_key(f: Fault) -> tuple[str, int, str | None, datetime]:
     return (f.node_id, f.gpu_index, f.gpu_uuid, f.first_fault_at)
 
 
+def class_savings(db: Database, version: str, window: int, faults: Sequence[Fault],
+                  predictions: dict[str, dict[str, int]],
+                  costs: Costs | None) -> dict[str, float | None]:
+    """GPU-hours saved per class (None each without costs): faults of the class a window of
+    ``version`` held, warned of at least the mitigation time ahead."""
+    saved: dict[str, float | None] = {}
+    for cls, counts in predictions.items():
+        held = [fault_key(f) for f in faults
+                if window in f.predicted_by and f.first == (cls == "first_fault")]
+        leads = lead_times(db, version, held, warned=True) if costs else []
+        saved[cls] = gpu_hours_saved(costs, leads, sum(counts.values()))
+    return saved
+
+
 def version_report(db: Database, variant: Variant, summary: ReplaySummary,
-                   since: datetime, until: datetime) -> tuple[dict[str, Any], list[Fault]]:
+                   since: datetime, until: datetime,
+                   costs: Costs | None = None) -> tuple[dict[str, Any], list[Fault]]:
     """One version's row (and the period's faults, for the base rates)."""
     rs = variant.ruleset
     window = rs.params.window_days
     raw = raw_stats(db, since=since, until=until, source=SOURCE_REAL, nodes=None,
                     fault_xids=rs.params.fault_xids, rule_version=rs.version)
     stats = stats_document(raw, source=SOURCE_REAL, since=since, until=until, ruleset=rs)
-    predicted = [_key(f) for f in raw.faults if window in f.predicted_by]
+    predicted = [fault_key(f) for f in raw.faults if window in f.predicted_by]
     lead = lead_times(db, rs.version, predicted)
     own = next(w for w in stats["windows"] if w["window_days"] == window)
+    saved = class_savings(db, rs.version, window, raw.faults,
+                          {cls: c["predictions"] for cls, c in own["by_class"].items()}, costs)
     row = {
         "version": rs.version,
         "label": variant.label,
@@ -88,9 +112,12 @@ def version_report(db: Database, variant: Variant, summary: ReplaySummary,
         **{k: own[k] for k in ("predictions", "matured", "precision", "recall", "f1",
                                "sufficient", "note", "faulty_cards", "predicted_faulty_cards",
                                "missed_cards")},
-        "by_class": {cls: {k: stats[k] for k in CLASS_FIELDS}
+        "by_class": {cls: {**{k: stats[k] for k in CLASS_FIELDS},
+                           "gpu_hours_saved": saved[cls]}
                      for cls, stats in own["by_class"].items()},
-        "lead_time_days": _days(lead),
+        "lead_time_days": days_summary(lead),
+        "gpu_hours_saved": None if costs is None else round(
+            sum(v or 0.0 for v in saved.values()), 6),
         "by_layer": counts_by(db, rs.version, "layer"),
         "by_signal": counts_by(db, rs.version, "signal"),
         "replay": {"ticks": summary.ticks, "evaluated_ticks": summary.evaluated_ticks,
@@ -105,17 +132,19 @@ def version_report(db: Database, variant: Variant, summary: ReplaySummary,
 def build_report(db: Database, variants: Sequence[Variant], summaries: Sequence[ReplaySummary],
                  *, input_info: dict[str, Any], since: datetime, until: datetime,
                  generated_at: datetime, database: str,
-                 baselines: Sequence[tuple[Variant, ReplaySummary]] = ()) -> dict[str, Any]:
+                 baselines: Sequence[tuple[Variant, ReplaySummary]] = (),
+                 costs: Costs | None = None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     faults: list[Fault] = []
     for variant, summary in zip(variants, summaries, strict=True):
-        row, faults = version_report(db, variant, summary, since, until)
+        row, faults = version_report(db, variant, summary, since, until, costs)
         rows.append(row)
-    yardsticks = [version_report(db, v, s, since, until)[0] for v, s in baselines]
+    yardsticks = [version_report(db, v, s, since, until, costs)[0] for v, s in baselines]
     for row in rows:
-        compare(row, [b for b in yardsticks if b["window_days"] == row["window_days"]])
+        compare_with_baselines(
+            row, [b for b in yardsticks if b["window_days"] == row["window_days"]])
     first = rows[0]["stats"]["windows"][0] if rows else {}
-    preceded = preceded_by_correctable(db, [_key(f) for f in faults])
+    preceded = preceded_by_correctable(db, [fault_key(f) for f in faults])
     return {
         "tool": "gpu-health-evaluator backtest",
         "generated_at": rfc3339(generated_at),
@@ -135,38 +164,44 @@ def build_report(db: Database, variants: Sequence[Variant], summaries: Sequence[
         "versions": rows,
         "baselines": yardsticks,
         "reference": PAPER if input_info.get("preset") == "calchas" else None,
+        "costs": None if costs is None else costs.as_dict(),
         "disclaimer": DISCLAIMER,
     }
 
 
-CLASS_FIELDS = ("predictions", "matured", "precision", "recall", "f1", "sufficient", "note",
-                "faulty_cards", "predicted_faulty_cards", "missed_cards")
+CLASS_FIELDS = ("predictions", "matured", "precision", "precision_ci95", "recall", "recall_ci95",
+                "f1", "sufficient", "note", "faulty_cards", "predicted_faulty_cards",
+                "missed_cards")
 
 
 def _lift(value: float | None, base: float | None) -> float | None:
     return None if value is None or base is None or base == 0 else round(value / base, 4)
 
 
-def compare(row: dict[str, Any], baselines: Sequence[dict[str, Any]]) -> None:
-    """Add ``lift`` (per baseline, per class) and ``flag`` to a version's row."""
+def point(row: dict[str, Any]) -> Point:
+    """A report row's first-fault precision and recall, and its GPU-hours saved."""
+    first = row["by_class"]["first_fault"]
+    return Point(row.get("label", row["version"]), first["precision"], first["recall"],
+                 row.get("gpu_hours_saved"))
+
+
+def compare_with_baselines(row: dict[str, Any], baselines: Sequence[dict[str, Any]]) -> None:
+    """Add ``lift`` (per baseline, per class), ``comparisons`` and ``flag`` to a version's
+    row. Flagged when a baseline beats it (:func:`evaluator.backtest.compare.compare`), or
+    when it can be compared with none of them."""
     row["lift"] = {
         b["version"]: {cls: {k: _lift(row["by_class"][cls][k], b["by_class"][cls][k])
                              for k in ("precision", "recall")} for cls in row["by_class"]}
         for b in baselines}
-    known = [b for b in baselines if b["by_class"]["first_fault"]["recall"] is not None]
-    if not known:
-        row["flag"] = None if not baselines else (
-            "not comparable: no baseline has a first-fault recall (not enough data)")
-        return
-    best = max(known, key=lambda b: b["by_class"]["first_fault"]["recall"])
-    mine, theirs = row["by_class"]["first_fault"], best["by_class"]["first_fault"]
-    beats = (mine["recall"] is not None and mine["precision"] is not None
-             and theirs["precision"] is not None and mine["recall"] > theirs["recall"]
-             and mine["precision"] >= theirs["precision"])
-    row["flag"] = None if beats else (
-        f"does not beat the best baseline {best['version']} on first-fault recall "
-        f"({_num(mine['recall'])} vs {_num(theirs['recall'])}) at equal or better first-fault "
-        f"precision ({_num(mine['precision'])} vs {_num(theirs['precision'])})")
+    results = [(b, compare(point(row), point(b))) for b in baselines]
+    row["comparisons"] = [{"baseline": b["version"], **c.as_dict()} for b, c in results]
+    beaten = [c.reason for _, c in results if c.winner == "b"]
+    if beaten:
+        row["flag"] = "a baseline beats it: " + "; ".join(beaten)
+    elif results and all(c.by == "not_comparable" for _, c in results):
+        row["flag"] = "; ".join(dict.fromkeys(c.reason for _, c in results))
+    else:
+        row["flag"] = None
 
 
 def _num(value: Any) -> str:
@@ -204,15 +239,20 @@ def render_text(report: dict[str, Any]) -> str:
     ]
     head = ("version", "win", "pend", "hit", "miss", "void", "precision", "recall", "F1",
             "1st-fault n P/R", "repeat n P/R", "lead d min/med/max", "strong", "trend")
-    table: list[tuple[str, ...]] = [head]
+    costs = report.get("costs") is not None
+    table: list[tuple[str, ...]] = [(*head, "GPU-h saved") if costs else head]
     yardsticks = [("baseline " + b["label"], b) for b in report.get("baselines", [])]
     for label, v in [(v["label"], v) for v in report["versions"]] + yardsticks:
-        table.append(_table_row(label, v))
-    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+        row = _table_row(label, v)
+        table.append((*row, _num(v["gpu_hours_saved"])) if costs else row)
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
               for r in table]
     lines += ["", *(f"{v['label']}: {v['note']}" for v in report["versions"])]
     lines += [f"{v['label']}: FLAG {v['flag']}" for v in report["versions"] if v.get("flag")]
+    lines += [f"{v['label']} vs baseline {c['baseline']}: {c['reason']}"
+              for v in report["versions"] if not v.get("flag")
+              for c in v.get("comparisons", ())]
     if report.get("reference"):
         ref = report["reference"]
         lines.append(f"reference ({ref['granularity']} level, the paper's own ML model): "

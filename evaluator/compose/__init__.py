@@ -91,6 +91,28 @@ def load_active_ruleset(config: Config, environ: Mapping[str, str]) -> RuleSet:
     return load_ruleset(path, env=environ)
 
 
+def load_shadow_rulesets(config: Config, active: RuleSet) -> tuple[RuleSet, ...]:
+    """The rule files of ``rules.shadow``, as written (``GPU_HEALTH_RULE_*`` overrides steer
+    the active version only); ConfigError lists every problem."""
+    problems: list[str] = []
+    found: list[RuleSet] = []
+    for path in config.rules.shadow:
+        try:
+            ruleset = load_ruleset(path, env={})
+        except ConfigError as exc:
+            problems += [f"rules.shadow: {p}" for p in exc.problems]
+            continue
+        if ruleset.version == active.version:
+            problems.append(f"rules.shadow: {path} is the active version {active.version}")
+        elif any(r.version == ruleset.version for r in found):
+            problems.append(f"rules.shadow: version {ruleset.version} is listed twice")
+        else:
+            found.append(ruleset)
+    if problems:
+        raise ConfigError(problems)
+    return tuple(found)
+
+
 def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = system_clock,
                   start_loops: bool = True, worker_interval: float | None = None) -> Service:
     """Open the store, register the rule set, and assemble ingest + worker + API + alerts.
@@ -98,6 +120,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     ``worker_interval`` overrides the rule set's scan interval for the worker loop (the demo
     predicts every minute so that its live card is judged while someone watches)."""
     ruleset = load_active_ruleset(config, environ)
+    shadows = load_shadow_rulesets(config, ruleset)
     policy = _action_policy(config)
     tokens = None if config.api_tokens_file is None else load_tokens(config.api_tokens_file)
     member = config.ha.member_id or f"{socket.gethostname()}:{config.listen_port}-" \
@@ -107,7 +130,8 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     try:
         if not db.shared:
             refuse_backtest_file(db, config.storage_path)
-        worker = Worker(db, ruleset, clock, metrics=WorkerMetrics(app.registry))
+        worker = Worker(db, ruleset, clock, metrics=WorkerMetrics(app.registry),
+                        shadows=shadows)
         worker.register()  # RuleError: refuse to start, before anything listens
     except BaseException:
         db.close()
@@ -116,7 +140,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     app.add_ready_check("store", lambda: None if app.started else "database not open yet")
     cluster = _cluster(config, app, db, member)
     lead = _leader_only(cluster)
-    readings = compose_readings(config, app, db, clock, ruleset, cluster)
+    readings = compose_readings(config, app, db, clock, (ruleset, *shadows), cluster)
     scan = ruleset.params.scan_interval.total_seconds()
     bootstrap = readings.bootstrap
 
@@ -129,9 +153,9 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         db=lambda: db if app.started else None, clock=clock,
         current_rule_version=ruleset.version, tokens=tokens, listen_host=config.listen_host,
         registry=app.registry, retention_days=config.retention_days, ruleset=ruleset,
-        action_policy=policy))
+        action_policy=policy, shadows=shadows))
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
-                            registry=app.node_registry, policy=policy)
+                            registry=app.node_registry, policy=policy, shadows=shadows)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
     alerts = _alert_loop(config, app, db, clock, readings.present,
                          None if policy is None else state.card_actions, lead)
@@ -142,6 +166,9 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         app.on_stop(alerts.close)
     log.info("rule set %s (%s) active; predictions every %s", ruleset.version, ruleset.origin,
              timedelta(seconds=worker_interval or scan))
+    for shadow in shadows:
+        log.info("rule set %s (%s) runs as a shadow: stored and backfilled, never alerted, "
+                 "not in the default statistics", shadow.version, shadow.origin)
     return Service(app, db, ruleset, worker, tokens, readings.pipeline, readings.discovery,
                    readings.retention, state, alerts, readings.source, bootstrap)
 

@@ -46,14 +46,16 @@ class Readings:
     bootstrap: HistoryBootstrap | None = None
 
 
-def readings(config: Config, app: EvaluatorApp, db: Database, clock: Clock, ruleset: RuleSet,
-             cluster: Cluster | None) -> Readings:
+def readings(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
+             rulesets: tuple[RuleSet, ...], cluster: Cluster | None) -> Readings:
+    """Where readings come from. ``rulesets``: the active version, then the shadows (the
+    first-start history replays them all)."""
     retention = Retention(db, days=config.retention_days, clock=clock, metrics=app.metrics,
                           leading=None if cluster is None else cluster.leading)
     app.on_stop(retention.close)
     ingestor = _ingestor(config, app, db, retention)
     if config.ingest.prometheus is not None:
-        source, bootstrap = _prometheus(config, app, db, clock, ingestor, ruleset)
+        source, bootstrap = _prometheus(config, app, db, clock, ingestor, rulesets)
         return Readings(retention, source.present_nodes, source=source, bootstrap=bootstrap)
     pipeline, discovery = _ingest(config, app, db, clock, ingestor, cluster)
     return Readings(retention, _present(discovery), pipeline, discovery)
@@ -69,7 +71,7 @@ def _ingestor(config: Config, app: EvaluatorApp, db: Database,
 
 
 def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
-                ingestor: Ingestor, ruleset: RuleSet
+                ingestor: Ingestor, rulesets: tuple[RuleSet, ...]
                 ) -> tuple[PrometheusSource, HistoryBootstrap]:
     """Prometheus source -> the same ingestor; the first-start history before it."""
     c = config.ingest.prometheus
@@ -78,7 +80,8 @@ def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     source = PrometheusSource(c, step=timedelta(seconds=step), db=db, ingestor=ingestor,
                               clock=clock, metrics=SourceMetrics(app.registry),
                               forget_after=timedelta(seconds=config.dedup.idle_seconds))
-    bootstrap = HistoryBootstrap(db, c, source, ruleset=ruleset, clock=clock,
+    bootstrap = HistoryBootstrap(db, c, source, ruleset=rulesets[0], shadows=rulesets[1:],
+                                 clock=clock,
                                  keepalive=timedelta(seconds=config.keepalive_seconds))
     app.on_start(source.open)
     app.on_start(bootstrap.prepare)

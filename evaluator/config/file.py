@@ -81,6 +81,9 @@ class DedupConfig:
 class RulesConfig:
     dir: Path = RULES_DIR
     active: str = DEFAULT_VERSION
+    # Rule files evaluated beside the active one (never alerted, out of the default
+    # statistics): how a calibrated version earns trust on live data (docs/calibration.md).
+    shadow: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +228,7 @@ def parse_config(
 
 def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesConfig, Path | None]:
     """Sections read by other parts (rules engine, API): basic types only here."""
-    rules_raw = c.section(raw, "rules", ("dir", "active"))
+    rules_raw = c.section(raw, "rules", ("dir", "active", "shadow"))
     api_raw = c.section(raw, "api", ("tokens_file",))
     active = c.string(rules_raw, "active", "rules.active", DEFAULT_VERSION)
     if _VERSION_RE.fullmatch(active) is None:
@@ -233,7 +236,10 @@ def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesCon
     tokens = c.optional_string(api_raw, "tokens_file", "api.tokens_file")
     rules_text = c.optional_string(rules_raw, "dir", "rules.dir")
     rules_dir = RULES_DIR if rules_text is None else base / rules_text
-    return RulesConfig(rules_dir, active), None if tokens is None else base / tokens
+    shadow = tuple(base / s for s in c.string_list(rules_raw, "shadow", "rules.shadow"))
+    if len(set(shadow)) != len(shadow):
+        c.problem("rules.shadow: a file is listed twice")
+    return RulesConfig(rules_dir, active, shadow), None if tokens is None else base / tokens
 
 
 def _scrape(c: Checker, value: object) -> ScrapeConfig:

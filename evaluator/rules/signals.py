@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import lru_cache
 
 from evaluator.rules.model import CardFeatures, Decision, Layer, SignalHit
 from evaluator.rules.params import RuleParams
@@ -54,8 +55,10 @@ class GrowthAssessment:
 def assess_growth(f: CardFeatures, p: RuleParams) -> GrowthAssessment:
     """d_i = C(t0 - i*g) - C(t0 - (i+1)*g). Fires when d_0 >= min_increase, d_0 >= ratio x the
     baseline mean per window, and d_{k-1} < ... < d_1 < d_0 (strictly: a constant rate is not
-    acceleration). The ratio gate is compared exactly (Fraction), so 1.2 means 6/5, not
-    1.19999..."""
+    acceleration). The ratio gate is compared exactly, in integers: with the ratio as the
+    fraction its decimal text says (1.2 means 6/5, not 1.19999...), d_0 >= (n/d) x increase x
+    g / B is d_0 x B x d >= n x increase x g. The floats reported beside it are correctly
+    rounded quotients of the same integers."""
     k = p.consecutive_windows
     values = f.corrected
     if len(values) != k + 1:
@@ -72,17 +75,24 @@ def assess_growth(f: CardFeatures, p: RuleParams) -> GrowthAssessment:
     if increase < 0 or any(d < 0 for d in deltas):
         return GrowthAssessment("correctable count went down (counter reset)", deltas, increase)
     g_hours, b_hours = p.growth_window_hours, p.baseline_days * 24
-    mean = Fraction(increase * g_hours, b_hours)
+    num, den = _exact(p.ratio)
     return GrowthAssessment(
         abandoned=None,
         deltas=deltas,
         baseline_increase=increase,
-        baseline_mean=float(mean),
-        ratio=None if mean == 0 else float(deltas[0] / mean),
+        baseline_mean=increase * g_hours / b_hours,
+        ratio=None if increase == 0 else deltas[0] * b_hours / (increase * g_hours),
         magnitude_ok=deltas[0] >= p.min_increase,
-        ratio_ok=deltas[0] >= Fraction(str(p.ratio)) * mean,
+        ratio_ok=deltas[0] * b_hours * den >= num * increase * g_hours,
         shape_ok=all(deltas[i] > deltas[i + 1] for i in range(k - 1)),
     )
+
+
+@lru_cache(maxsize=256)
+def _exact(ratio: float) -> tuple[int, int]:
+    """The ratio as the fraction its shortest decimal text says (numerator, denominator)."""
+    exact = Fraction(str(ratio))
+    return exact.numerator, exact.denominator
 
 
 def _growth(f: CardFeatures, p: RuleParams) -> SignalHit | None:
@@ -140,6 +150,22 @@ SIGNALS: tuple[Signal, ...] = (
 )
 
 _RANK: dict[Layer, int] = {"strong": 0, "trend": 1, "weak": 2}
+
+
+def could_fire(f: CardFeatures, p: RuleParams) -> bool:
+    """A cheap necessary condition of ``decide(f, p) is not None`` for the signals of
+    :data:`SIGNALS`: a count above 0 for the strong signals, a known last-window increase of
+    at least ``min_increase`` for the growth signal, a known rise above 0 for the pending-remap
+    and retired-page signals. A replay that decides the same card thousands of times asks this
+    first (a test checks it against :func:`decide` on generated features)."""
+    if (f.uncorrected or 0) > 0 or (f.remap_failure or 0) > 0:
+        return True
+    c = f.corrected
+    if len(c) > 1 and c[0] is not None and c[1] is not None and c[0] - c[1] >= p.min_increase:
+        return True
+    return any(now is not None and before is not None and now > before and now > 0
+               for now, before in ((f.remap_pending, f.remap_pending_before),
+                                   (f.retired_pages, f.retired_pages_before)))
 
 
 def decide(f: CardFeatures, p: RuleParams,

@@ -12,7 +12,9 @@
 - exposure = sum over monitorable cards of (last - first sample) in days; observed days = the
   fleet-wide span between the period's first and last sample;
 - precision, recall and F1 are None (JSON null, never 0) below ``stats_min_matured`` matured
-  predictions or ``stats_min_observed_days`` observed days; the note says how far off it is.
+  predictions or ``stats_min_observed_days`` observed days; the note says how far off it is;
+- ``precision_ci95`` and ``recall_ci95``: the 95% Wilson interval ``[low, high]`` of each ratio
+  from the counts shown beside it (:mod:`evaluator.stats.intervals`); null with the ratio.
 
 Both windows (7 and 30 days) are always reported side by side. Simulated data is counted only when
 ``source='simulated'`` is asked for explicitly. ``prediction_stats`` is the fixed interface the
@@ -26,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from evaluator.rules.faults import fault_events
+from evaluator.stats.intervals import ci95
 from evaluator.store.db import Database
 from evaluator.store.stats import Fault, RawStats, raw_stats
 from gpu_health.clock import rfc3339
@@ -66,8 +69,9 @@ def prediction_stats(
 ) -> dict[str, Any]:
     """JSON-ready statistics for the period [since, now]; ``nodes=None`` means every node,
     otherwise only those node ids count anywhere (tenant visibility). ``rule_version``: count
-    only that version's predictions (the backtest compares versions side by side in one file);
-    None counts every version, as a live store runs one at a time."""
+    only that version's predictions (the backtest compares versions side by side in one file,
+    the dashboard a shadow version beside the active one); None counts every version the
+    worker ran as active (a shadow version's predictions never: ``rules.shadow``)."""
     if source not in SOURCES:
         raise GpuHealthError(f"unknown source {source!r} (one of {', '.join(SOURCES)})",
                              reason="bad_source")
@@ -127,8 +131,8 @@ def window_stats(raw: RawStats, window_days: int, min_matured: int,
     missed = [f for f in raw.faults if window_days not in f.predicted_by]
     precision = ratio(counts["hit"], matured) if sufficient else None
     recall = ratio(len(predicted), len(raw.faults)) if sufficient else None
-    shown = "unknown (no samples)" if days is None else f"{days:.1f}"
-    note = f"observed {shown} of {min_days} days, {matured} of {min_matured} matured predictions"
+    shown = "unknown (no samples)" if days is None else f"{days:.1f} days"
+    note = f"observed {shown} (gate {min_days}), {matured} matured (gate {min_matured})"
     if not sufficient:
         note += ": not enough data, so precision, recall and F1 are null (not 0%)"
     elif not raw.faults:
@@ -140,7 +144,9 @@ def window_stats(raw: RawStats, window_days: int, min_matured: int,
         "predictions": counts,
         "matured": matured,
         "precision": precision,
+        "precision_ci95": ci95(counts["hit"], matured, precision),
         "recall": recall,
+        "recall_ci95": ci95(len(predicted), len(raw.faults), recall),
         "f1": f1(precision, recall),
         "monitorable_cards": raw.monitorable_cards,
         "faulty_cards": len(raw.faults),
@@ -176,7 +182,7 @@ def class_stats(raw: RawStats, window_days: int, cls: str, min_matured: int,
     missed = [f for f in faults if window_days not in f.predicted_by]
     precision = ratio(counts["hit"], matured) if sufficient else None
     recall = ratio(len(predicted), len(faults)) if sufficient else None
-    note = f"{matured} of {min_matured} matured {cls} predictions"
+    note = f"{matured} matured {cls} predictions (gate {min_matured})"
     if not sufficient:
         note += ": not enough data, so precision, recall and F1 are null (not 0%)"
     elif not faults:
@@ -185,7 +191,9 @@ def class_stats(raw: RawStats, window_days: int, cls: str, min_matured: int,
         "predictions": counts,
         "matured": matured,
         "precision": precision,
+        "precision_ci95": ci95(counts["hit"], matured, precision),
         "recall": recall,
+        "recall_ci95": ci95(len(predicted), len(faults), recall),
         "f1": f1(precision, recall),
         "faulty_cards": len(faults),
         "predicted_faulty_cards": len(predicted),

@@ -49,6 +49,8 @@ class Snapshot:
     stalled: frozenset[tuple[str, int]]  # (node, gpu) with no sample for longer than the stall
     open_predictions: tuple[OpenPrediction, ...]
     actions: tuple[tuple[tuple[str, int, str | None], Recommendation], ...] = ()
+    # With shadow versions: (version, "active" | "shadow", that version's statistics alone)
+    versions: tuple[tuple[str, str, dict[str, Any]], ...] = ()
 
 
 def card_actions(db: Database, now: datetime, policy: ActionPolicy | None) -> tuple[
@@ -73,15 +75,26 @@ def _action_family(snapshot: Snapshot) -> Iterator[Metric]:
 
 
 def compute_snapshot(db: Database, now: datetime, *, ruleset: RuleSet | None = None,
-                     retention_days: int = 180, stall: timedelta = DEFAULT_STALL) -> Snapshot:
-    """Everything the collector renders, for ``source='real'`` (blocking: a database thread)."""
+                     retention_days: int = 180, stall: timedelta = DEFAULT_STALL,
+                     shadows: tuple[RuleSet, ...] = ()) -> Snapshot:
+    """Everything the collector renders, for ``source='real'`` (blocking: a database thread).
+    With shadow versions, also each version's own statistics (the active one's and every
+    shadow's), for the dashboard's side-by-side table; without, nothing more is computed."""
     started = time.perf_counter()
     stats = prediction_stats(db, now=now, source=SOURCE_REAL, ruleset=ruleset,
                              retention_days=retention_days)
     cards = capabilities(db, source=SOURCE_REAL, now=now)
     stalled = frozenset((c.node_id, c.gpu_index) for c in cards if now - c.last_sample_at > stall)
     pending = open_predictions(db, now=now)
-    return Snapshot(now, time.perf_counter() - started, stats, cards, stalled, pending)
+    roles = ([(ruleset, "active")] if ruleset is not None and shadows else []) + \
+        [(s, "shadow") for s in shadows]
+    versions = tuple(
+        (rs.version, role, prediction_stats(db, now=now, source=SOURCE_REAL, ruleset=rs,
+                                            retention_days=retention_days,
+                                            rule_version=rs.version))
+        for rs, role in roles)
+    return Snapshot(now, time.perf_counter() - started, stats, cards, stalled, pending,
+                    versions=versions)
 
 
 def _gauge(name: str, documentation: str, labels: list[str] | None = None) -> GaugeMetricFamily:
@@ -131,6 +144,7 @@ def _window_families(snapshot: Snapshot) -> Iterator[Metric]:
                 for k, text in {**simple, **ratios}.items()}
     sufficient = _gauge(P + "prediction_stats_sufficient", "1 when enough predictions matured "
                         "and enough days were observed for ratios, else 0.", ["window_days"])
+    bounds = _bound_families(P + "prediction_", ["window_days"])
     for w in windows:
         label = str(w["window_days"])
         for status, count in w["predictions"].items():
@@ -140,9 +154,26 @@ def _window_families(snapshot: Snapshot) -> Iterator[Metric]:
         for key in ratios:
             if w[key] is not None:
                 families[key].add_metric([label], w[key])
+        _add_bounds(bounds, [label], w)
         sufficient.add_metric([label], 1 if w["sufficient"] else 0)
-    yield from (outcomes, *families.values(), sufficient)
+    yield from (outcomes, *families.values(), *bounds.values(), sufficient)
     yield from _class_families(windows)
+
+
+def _bound_families(prefix: str, labels: list[str]) -> dict[tuple[str, int], GaugeMetricFamily]:
+    """Lower and upper 95% Wilson bounds of precision and recall, each its own series."""
+    return {(key, i): _gauge(f"{prefix}{key}_ci95_{end}", f"{end.title()} bound of the 95% "
+                             f"Wilson interval of the {key} beside it. ABSENT when the {key} "
+                             "is.", labels)
+            for key in ("precision", "recall") for i, end in enumerate(("lower", "upper"))}
+
+
+def _add_bounds(families: dict[tuple[str, int], GaugeMetricFamily], labels: list[str],
+                stats: dict[str, Any]) -> None:
+    for (key, i), family in families.items():
+        interval = stats[f"{key}_ci95"]
+        if interval is not None:
+            family.add_metric(labels, interval[i])
 
 
 def _class_families(windows: list[dict[str, Any]]) -> Iterator[Metric]:
@@ -160,6 +191,7 @@ def _class_families(windows: list[dict[str, Any]]) -> Iterator[Metric]:
     families = {k: _gauge(P + "prediction_class_" + k, text, labels) for k, text in keys.items()}
     sufficient = _gauge(P + "prediction_class_stats_sufficient", "1 when enough predictions of "
                         "the class matured and enough days were observed, else 0.", labels)
+    bounds = _bound_families(P + "prediction_class_", labels)
     for w in windows:
         for cls, stats in w["by_class"].items():
             label = [str(w["window_days"]), cls]
@@ -168,8 +200,35 @@ def _class_families(windows: list[dict[str, Any]]) -> Iterator[Metric]:
             for key, family in families.items():
                 if stats[key] is not None:
                     family.add_metric(label, stats[key])
+            _add_bounds(bounds, label, stats)
             sufficient.add_metric(label, 1 if stats["sufficient"] else 0)
-    yield from (outcomes, *families.values(), sufficient)
+    yield from (outcomes, *families.values(), *bounds.values(), sufficient)
+
+
+def _version_families(snapshot: Snapshot) -> Iterator[Metric]:
+    """Each version's own statistics (active and shadow side by side), all predictions
+    (``class="all"``) and per class; present only when shadow versions are configured."""
+    labels = ["rule_version", "role", "window_days", "class"]
+    outcomes = _gauge(P + "prediction_version_outcomes", "Real predictions of ONE rule version "
+                      "(active or shadow) with t0 in the statistics period, by status.",
+                      [*labels, "status"])
+    matured = _gauge(P + "prediction_version_matured", "Matured predictions of one version.",
+                     labels)
+    ratios = {k: _gauge(P + f"prediction_version_{k}", f"One version's {k}. ABSENT (never 0) "
+                        "while insufficient.", labels) for k in ("precision", "recall")}
+    bounds = _bound_families(P + "prediction_version_", labels)
+    for version, role, stats in snapshot.versions:
+        for w in stats["windows"]:
+            for cls, part in (("all", w), *w["by_class"].items()):
+                label = [version, role, str(w["window_days"]), cls]
+                for status, count in part["predictions"].items():
+                    outcomes.add_metric([*label, status], count)
+                matured.add_metric(label, part["matured"])
+                for key, family in ratios.items():
+                    if part[key] is not None:
+                        family.add_metric(label, part[key])
+                _add_bounds(bounds, label, part)
+    yield from (outcomes, matured, *ratios.values(), *bounds.values())
 
 
 def _fleet_families(snapshot: Snapshot) -> Iterator[Metric]:
@@ -217,6 +276,7 @@ class PredictionStateCollector(Collector):
             return
         yield from _open_families(snapshot)
         yield from _window_families(snapshot)
+        yield from _version_families(snapshot)
         yield from _fleet_families(snapshot)
         yield from _card_families(snapshot)
         yield from _action_family(snapshot)
@@ -243,9 +303,10 @@ class PredictionState:
     def __init__(self, db: Database, clock: Clock, *, ruleset: RuleSet | None,
                  retention_days: int, registry: Any, stall: timedelta = DEFAULT_STALL,
                  monotonic: Callable[[], float] = time.monotonic,
-                 policy: ActionPolicy | None = None) -> None:
+                 policy: ActionPolicy | None = None, shadows: tuple[RuleSet, ...] = ()) -> None:
         self.db = db
         self.policy = policy
+        self.shadows = shadows
         self.clock = clock
         self.ruleset = ruleset
         self.retention_days = retention_days
@@ -274,5 +335,6 @@ class PredictionState:
 
     def _compute(self, now: datetime) -> Snapshot:
         snapshot = compute_snapshot(self.db, now, ruleset=self.ruleset,
-                                    retention_days=self.retention_days, stall=self.stall)
+                                    retention_days=self.retention_days, stall=self.stall,
+                                    shadows=self.shadows)
         return replace(snapshot, actions=card_actions(self.db, now, self.policy))

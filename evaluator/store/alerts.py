@@ -3,9 +3,10 @@
 Alerts are derived from the predictions table, so the state survives restarts and a second
 evaluating instance computes the same thing:
 
-- a ``real`` prediction (never ``simulated``) that is pending or hit, whose window has not ended,
-  opens an alert for its node unless the node already has one open, or had one closed at or after
-  the prediction was made (the operator has seen it); the earliest such prediction of a node wins
+- a ``real`` prediction (never ``simulated``, never a shadow version's) that is pending or hit,
+  whose window has not ended, opens an alert for its node unless the node already has one open,
+  or had one closed at or after the prediction was made (the operator has seen it); the
+  earliest such prediction of a node wins
   and the alert id is derived from (node, prediction), so two instances insert the same row;
 - an alert is closed only by an operator (:func:`resolve_alert`) or when its node has been missing
   from the scrape targets for the grace period (:func:`close_removed_nodes`, actor ``system``).
@@ -38,7 +39,7 @@ FROM (
     SELECT p.id, p.node_id,
            row_number() OVER (PARTITION BY p.node_id ORDER BY p.predicted_at, p.id) AS rn
     FROM gpu_health_predictions p
-    WHERE p.source = 'real' AND p.status IN ('pending', 'hit')
+    WHERE p.source = 'real' AND p.status IN ('pending', 'hit') AND p.shadow IS NOT TRUE
       AND p.window_end > $now AND p.predicted_at <= $now
       AND NOT EXISTS (
           SELECT 1 FROM gpu_health_alerts a
@@ -59,7 +60,7 @@ SELECT a.id, a.node_id, a.tenant, a.opened_at, a.last_sent_at, a.closed_at, a.cl
        p.window_days, p.t0, p.window_end, p.signal, p.layer, p.evidence, p.status, p.outcome,
        (SELECT array_agg(DISTINCT o.gpu_index ORDER BY o.gpu_index) FROM gpu_health_predictions o
         WHERE o.node_id = a.node_id AND o.source = 'real' AND o.status IN ('pending', 'hit')
-          AND o.window_end > $now) AS gpus
+          AND o.shadow IS NOT TRUE AND o.window_end > $now) AS gpus
 FROM gpu_health_alerts a
 LEFT JOIN gpu_health_predictions p ON p.id = a.prediction_id
 WHERE {where}

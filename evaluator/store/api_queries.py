@@ -23,8 +23,10 @@ from gpu_health.contract import COUNTER_KEYS
 PREDICTION_COLUMNS = (
     "id", "node_id", "gpu_index", "gpu_uuid", "source", "rule_version", "window_days", "t0",
     "window_end", "predicted_at", "signal", "layer", "evidence", "uncorrected_at_t0", "status",
-    "resolved_at", "outcome",
+    "resolved_at", "outcome", "shadow",
 )
+# NULL: a row from before shadow versions existed, which only the active version wrote
+_SELECTED = ", ".join("shadow IS TRUE" if c == "shadow" else c for c in PREDICTION_COLUMNS)
 _VISIBLE = "node_id IN (SELECT node_id FROM gpu_health_nodes WHERE list_contains($tenants, tenant))"
 
 
@@ -90,6 +92,7 @@ class PredictionFilter:
     gpu_index: int | None = None
     status: str | None = None
     tenants: tuple[str, ...] | None = None
+    rule_version: str | None = None  # None: the active versions' (never a shadow's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +111,16 @@ def predictions_page(db: Database, f: PredictionFilter) -> PredictionPage:
         conditions.append("t0 >= $since")
         params["since"] = to_naive_utc(f.since)
     for column, value in (("node_id", f.node_id), ("gpu_index", f.gpu_index),
-                          ("status", f.status)):
+                          ("status", f.status), ("rule_version", f.rule_version)):
         if value is not None:
             conditions.append(f"{column} = ${column}")
             params[column] = value
+    if f.rule_version is None:
+        conditions.append("shadow IS NOT TRUE")
     where = _where(conditions, f.tenants, params)
     total = db.fetchone(f"SELECT count(*) FROM gpu_health_predictions WHERE {where}", params)[0]
     rows = db.fetchall(
-        f"SELECT {', '.join(PREDICTION_COLUMNS)} FROM gpu_health_predictions WHERE {where} "
+        f"SELECT {_SELECTED} FROM gpu_health_predictions WHERE {where} "
         "ORDER BY t0 DESC, id LIMIT $limit OFFSET $offset",
         {**params, "limit": f.limit, "offset": f.offset},
     )

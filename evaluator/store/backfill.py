@@ -54,11 +54,11 @@ _PEND: Final = """
                             ELSE date_trunc('day', least(window_end, $now)
                                             + INTERVAL '1 microsecond') END AS cov
                 FROM gpu_health_predictions
-                WHERE status = 'pending' AND t0 < $now) AS p0) AS p1"""
+                WHERE status = 'pending' AND t0 < $now{only}) AS p0) AS p1"""
 
 _PENDING_VERSIONS: Final = f"""
 SELECT p.rule_version, min(p.tail_from), any_value(r.params_json), min(p.lead_end)
-FROM ({_PEND}) p
+FROM ({{pend}}) p
 LEFT JOIN gpu_health_rule_versions r ON r.version = p.rule_version
 GROUP BY p.rule_version
 """
@@ -122,7 +122,7 @@ _RAW_SEGS: Final = f"""
     GROUP BY id, gpu_uuid"""
 
 _OBSERVE: Final = f"""
-WITH pend AS ({_PEND}),
+WITH pend AS ({{pend}}),
 segs AS ({{sealed}}{_RAW_SEGS}),
 tagged AS (
     SELECT s.*, s.gpu_uuid IS NOT DISTINCT FROM p.gpu_uuid AS same
@@ -170,22 +170,29 @@ def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def observe_pending(db: Database, now: datetime) -> list[WindowObservation]:
+def observe_pending(db: Database, now: datetime,
+                    ids: Sequence[str] | None = None) -> list[WindowObservation]:
     """Observations of the pending predictions that can be decided now (a fault was seen, or
-    the window is over). Rows after ``now`` (future-dated) are never looked at."""
+    the window is over). Rows after ``now`` (future-dated) are never looked at. ``ids``: only
+    these predictions (a replay observing one window on behalf of identical ones)."""
     naive = to_naive_utc(now)
     refresh_edges(db, now)
     sealed_at = sealed_until(db)
     sealed = to_naive_utc(sealed_at or EPOCH)
+    only = "" if ids is None else " AND id IN (SELECT unnest($only_ids::VARCHAR[]))"
+    pend = _PEND.format(only=only)
     # One cheap lookup: the oldest raw row any window still needs bounds the sample scan (row
     # groups before it are skipped), and each pending version's frozen fault definition. With
     # nothing pending the big query is not run at all.
-    versions = db.fetchall(_PENDING_VERSIONS, {"now": naive, "sealed": sealed})
+    base: dict[str, Any] = {"now": naive, "sealed": sealed}
+    if ids is not None:
+        base["only_ids"] = list(ids)
+    versions = db.fetchall(_PENDING_VERSIONS.replace("{pend}", pend), base)
     if not versions:
         return []
     pairs = [(str(v), x) for v, _, params_json, _ in versions
              for x in fault_xids_from_json(params_json)]
-    params: dict[str, Any] = {"now": naive, "sealed": sealed,
+    params: dict[str, Any] = {**base,
                               # None: every window is read from edges and sealed days
                               "lo": min((r[1] for r in versions if r[1] is not None),
                                         default=None)}
@@ -197,7 +204,7 @@ def observe_pending(db: Database, now: datetime) -> list[WindowObservation]:
     if sealed_at is not None:
         params["dmin"] = min(row[3] for row in versions)
     sql = _OBSERVE.format(xid_hits=_XID_HITS if pairs else _NO_XID_HITS,
-                          sealed="" if sealed_at is None else _SEALED_SEGS)
+                          sealed="" if sealed_at is None else _SEALED_SEGS, pend=pend)
     return [_row(r) for r in db.fetchall(sql, params)]
 
 

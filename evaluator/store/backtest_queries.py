@@ -172,14 +172,18 @@ def _fault_params(faults: Sequence[Fault]) -> dict[str, Any]:
             "u": [f[2] for f in faults], "at": [to_naive_utc(f[3]) for f in faults]}
 
 
-def lead_times(db: Database, version: str, faults: Sequence[Fault]) -> list[timedelta]:
+def lead_times(db: Database, version: str, faults: Sequence[Fault], *,
+               warned: bool = False) -> list[timedelta]:
     """For each fault (node, index, uuid, first fault), the time from the t0 of the version's
-    prediction whose window ``(t0, window_end]`` holds it; faults no window holds are left out."""
+    prediction whose window ``(t0, window_end]`` holds it (``warned``: from the moment that
+    prediction was made, when an operator could act on it); faults no window holds are left
+    out. Sorted."""
     if not faults:
         return []
+    start = "predicted_at" if warned else "t0"
     rows = db.fetchall(
         f"""WITH {_FAULTS}
-        SELECT f.at - min(p.t0) FROM f JOIN gpu_health_predictions p
+        SELECT f.at - min(p.{start}) FROM f JOIN gpu_health_predictions p
           ON p.node_id = f.node_id AND p.gpu_index = f.gpu_index
          AND p.gpu_uuid IS NOT DISTINCT FROM f.gpu_uuid AND p.rule_version = $v
          AND p.t0 < f.at AND f.at <= p.window_end

@@ -31,11 +31,12 @@ class OpenPrediction:
 
 def open_predictions(db: Database, *, now: datetime,
                      source: str = SOURCE_REAL) -> tuple[OpenPrediction, ...]:
-    """Pending predictions of ``source`` with t0 at or before ``now``, by node and GPU."""
+    """Pending predictions of ``source`` with t0 at or before ``now``, by node and GPU (the
+    active versions': a shadow version's are for its statistics only)."""
     rows = db.fetchall(
         "SELECT node_id, gpu_index, gpu_uuid, rule_version, window_days, signal, layer, t0, "
         "window_end FROM gpu_health_predictions "
-        "WHERE source = $source AND status = 'pending' AND t0 <= $now "
+        "WHERE source = $source AND status = 'pending' AND t0 <= $now AND shadow IS NOT TRUE "
         "ORDER BY node_id, gpu_index, rule_version, t0",
         {"source": source, "now": to_naive_utc(now)},
     )

@@ -79,10 +79,10 @@ def prediction_id(node_id: str, gpu_index: int, gpu_uuid: str | None, source: st
 _INSERT = """
 INSERT INTO gpu_health_predictions
     (id, node_id, gpu_index, gpu_uuid, source, rule_version, window_days, t0, window_end,
-     predicted_at, signal, layer, evidence, uncorrected_at_t0, status)
+     predicted_at, signal, layer, evidence, uncorrected_at_t0, status, shadow)
 SELECT n.id, n.node_id, n.gpu_index, n.gpu_uuid, n.source, $version::VARCHAR,
        $window_days::INTEGER, n.t0, n.t0 + to_days($window_days::INTEGER), $now::TIMESTAMP,
-       n.signal, n.layer, n.evidence, n.unc0, 'pending'
+       n.signal, n.layer, n.evidence, n.unc0, 'pending', $shadow::BOOLEAN
 FROM (
     SELECT unnest($ids::VARCHAR[]) AS id, unnest($nodes::VARCHAR[]) AS node_id,
            unnest($indexes::INTEGER[]) AS gpu_index, unnest($uuids::VARCHAR[]) AS gpu_uuid,
@@ -104,9 +104,11 @@ RETURNING id, node_id, gpu_index, gpu_uuid, source, rule_version, window_days, t
 
 
 def insert_predictions(db: Database, decisions: Sequence[Decision], *, rule_version: str,
-                       window_days: int, now: datetime) -> list[NewPrediction]:
+                       window_days: int, now: datetime,
+                       shadow: bool = False) -> list[NewPrediction]:
     """Insert one pending prediction per decision (at most one decision per card per call),
-    skipping cards with an unexpired window; return the rows actually inserted."""
+    skipping cards with an unexpired window; return the rows actually inserted. ``shadow``:
+    made by a version run beside the active one (never alerted, out of default statistics)."""
     if not decisions:
         return []
     f = [d.features for d in decisions]
@@ -114,6 +116,7 @@ def insert_predictions(db: Database, decisions: Sequence[Decision], *, rule_vers
         "version": rule_version,
         "window_days": window_days,
         "now": to_naive_utc(now),
+        "shadow": shadow,
         "ids": [prediction_id(x.node_id, x.gpu_index, x.gpu_uuid, x.source, rule_version,
                               window_days, x.t0) for x in f],
         "nodes": [x.node_id for x in f],
@@ -164,4 +167,63 @@ def resolve(db: Database, outcomes: Sequence[Outcome], now: datetime) -> dict[st
             "outcomes": [o.explanation for o in chosen],
         })
         changed[status] = len(rows)
+    return changed
+
+
+_INSERT_ROWS = """
+INSERT INTO gpu_health_predictions
+    (id, node_id, gpu_index, gpu_uuid, source, rule_version, window_days, t0, window_end,
+     predicted_at, signal, layer, evidence, uncorrected_at_t0, status, shadow)
+SELECT unnest($ids::VARCHAR[]), unnest($nodes::VARCHAR[]), unnest($indexes::INTEGER[]),
+       unnest($uuids::VARCHAR[]), unnest($sources::VARCHAR[]), unnest($versions::VARCHAR[]),
+       unnest($windows::INTEGER[]), unnest($t0s::TIMESTAMP[]), unnest($ends::TIMESTAMP[]),
+       unnest($predicted::TIMESTAMP[]), unnest($signals::VARCHAR[]),
+       unnest($layers::VARCHAR[]), unnest($evidence::VARCHAR[]), unnest($unc0::BIGINT[]),
+       'pending', false
+ON CONFLICT DO NOTHING
+"""
+
+
+def insert_rows(db: Database, rows: Sequence[NewPrediction]) -> None:
+    """Insert predictions made elsewhere (a replay that applied the one-open-window rule
+    itself) as pending rows, in one statement."""
+    if not rows:
+        return
+    db.execute(_INSERT_ROWS, {
+        "ids": [r.id for r in rows], "nodes": [r.node_id for r in rows],
+        "indexes": [r.gpu_index for r in rows], "uuids": [r.gpu_uuid for r in rows],
+        "sources": [r.source for r in rows], "versions": [r.rule_version for r in rows],
+        "windows": [r.window_days for r in rows], "t0s": [to_naive_utc(r.t0) for r in rows],
+        "ends": [to_naive_utc(r.window_end) for r in rows],
+        "predicted": [to_naive_utc(r.predicted_at) for r in rows],
+        "signals": [r.signal for r in rows], "layers": [r.layer for r in rows],
+        "evidence": [r.evidence for r in rows], "unc0": [r.uncorrected_at_t0 for r in rows],
+    })
+
+
+_RESOLVE_EACH = """
+UPDATE gpu_health_predictions AS p
+SET status = x.status, resolved_at = x.at, outcome = x.outcome
+FROM (SELECT unnest($ids::VARCHAR[]) AS id, unnest($statuses::VARCHAR[]) AS status,
+             unnest($ats::TIMESTAMP[]) AS at, unnest($outcomes::VARCHAR[]) AS outcome) x
+WHERE p.id = x.id AND p.status = 'pending'
+RETURNING p.id
+"""
+
+
+def resolve_each(db: Database, decided: Sequence[tuple[Outcome, datetime]]) -> dict[str, int]:
+    """Compare-and-set outcomes, each with its own resolution time (a replay that decides
+    many ticks' outcomes at once); returns how many rows of each status changed."""
+    changed: dict[str, int] = {"hit": 0, "miss": 0, "voided": 0}
+    if not decided:
+        return changed
+    rows = run_idempotent(db, _RESOLVE_EACH, {
+        "ids": [o.prediction_id for o, _ in decided],
+        "statuses": [o.status for o, _ in decided],
+        "ats": [to_naive_utc(at) for _, at in decided],
+        "outcomes": [o.explanation for o, _ in decided],
+    })
+    written = {str(r[0]) for r in rows}
+    for o, _ in decided:
+        changed[o.status] += o.prediction_id in written
     return changed

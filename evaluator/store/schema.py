@@ -230,4 +230,15 @@ CREATE TABLE gpu_health_members (
                                "(window_end)"),
         ),
     ),
+    (
+        7,
+        "shadow predictions: made by a rule version run beside the active one (issue 25)",
+        (
+            # Frozen per row, like the rule version: a shadow version's predictions never
+            # alert and never enter the default statistics, even after the operator promotes
+            # that version to active. Rows written before shadows existed read back NULL: the
+            # active version's (every reader tests ``shadow IS NOT TRUE``).
+            "ALTER TABLE gpu_health_predictions ADD COLUMN shadow BOOLEAN",
+        ),
+    ),
 )

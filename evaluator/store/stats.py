@@ -1,46 +1,43 @@
-"""SQL for the prediction statistics: three set-based queries, never one query per card.
+"""SQL for the prediction statistics: set-based queries, never one query per card.
+
+The sample-derived half (cards, exposure, each monitorable card's first fault event in the
+period, first evidence of a fault) is :mod:`evaluator.store.sample_facts`: it does not depend
+on the predictions, so a caller measuring many versions over one period computes it once. Here,
+per call:
 
 1. prediction counts by window length and status (t0 in the period; of one rule version when
-   ``rule_version`` is given, else of every version);
-2. one aggregate over the period's samples per card (node, index, UUID): monitorable or not,
-   first/last sample (exposure, observed span), min/max uncorrectable count;
-3. the fault-event scan: ``lag()`` over the known uncorrectable counts, run ONLY for the cards
-   whose count moved in the period (max > min from query 2: a card whose count never changed has
-   no increase point), plus, when the definition lists ``fault_xids``, the memory-XID events
-   (``xid_samples.XID_EVENT``) of those codes in the period; the card's first event of either
-   kind is joined to the predictions (of that rule version, when given) whose window held it.
-
-ECC events need both rows in the period (the first sample of a card in the period has no
-predecessor there). An XID event's predecessor may lie before the period: XID rows are written
-on change only, so the previous count is usually older than the period start. XID events of
-cards that are not monitorable (no known counter in the period) are dropped, as ECC ones are.
+   ``rule_version`` is given, else of the active versions: never a shadow version's);
+2. the fault events joined to the predictions (of that version, when given) whose window held
+   them (``predicted_by``);
+3. the first evidence of the cards a prediction was made for that the facts do not cover.
 
 The reference design recalled per card in a loop and admitted it would not scale; here the
 window-function passes touch only the few cards that actually had a fault and the small,
 change-only XID table.
 
-Classes (``first_fault`` / ``repeat``): a card's first evidence of a fault is its earliest row,
-up to the period's end, with a known uncorrectable count above 0, or its earliest memory-XID
-event of the definition. A prediction is ``repeat`` when that evidence is at or before its t0
-(or its own ``uncorrected_at_t0`` is above 0: the strong "uncorrected > 0" signal is always a
-repeat), else ``first_fault``; a fault event is a first fault when nothing came before it. One
-more statement, over the cards that have a prediction or a fault in the period only.
+Classes (``first_fault`` / ``repeat``): a prediction is ``repeat`` when the card's first
+evidence of a fault is at or before its t0 (or its own ``uncorrected_at_t0`` is above 0: the
+strong "uncorrected > 0" signal is always a repeat), else ``first_fault``; a fault event is a
+first fault when nothing came before it.
 """
-
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from evaluator.store.db import Database
-from evaluator.store.rollup_sql import CAND, FIRST_INCREASE, PERIOD_SEGMENTS
-from evaluator.store.rollups import DAY, EPOCH, covered, day_floor
-from evaluator.store.xid_samples import TABLE as XID_TABLE
-from evaluator.store.xid_samples import XID_EVENT, XID_PREV
+from evaluator.store.sample_facts import (
+    Card,
+    Event,
+    SampleFacts,
+    base_params,
+    first_evidence,
+    node_filter,
+    sample_facts,
+)
 from gpu_health.clock import from_naive_utc, to_naive_utc
-from gpu_health.contract import COUNTER_KEYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,63 +68,60 @@ class RawStats:
     fault_xids: tuple[int, ...] = ()  # the fault definition used (empty: ECC-only)
 
 
-def _node_filter(nodes: frozenset[str] | None, column: str = "node_id") -> str:
-    return "" if nodes is None else f" AND {column} IN (SELECT unnest($nodes::VARCHAR[]))"
-
-
-def _version_filter(rule_version: str | None, column: str = "rule_version") -> str:
-    return "" if rule_version is None else f" AND {column} = $rule_version"
-
-
-def _base_params(since: datetime, until: datetime, source: str,
-                 nodes: frozenset[str] | None) -> dict[str, Any]:
-    params: dict[str, Any] = {"since": to_naive_utc(since), "until": to_naive_utc(until),
-                              "source": source}
-    if nodes is not None:
-        params["nodes"] = sorted(nodes)
-    return params
+def _version_filter(rule_version: str | None, table: str = "") -> str:
+    """One version's predictions, or (None) the active versions': never a shadow's."""
+    if rule_version is None:
+        return f" AND {table}shadow IS NOT TRUE"
+    return f" AND {table}rule_version = $rule_version"
 
 
 def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
               nodes: frozenset[str] | None, fault_xids: Sequence[int] = (),
-              rule_version: str | None = None) -> RawStats:
+              rule_version: str | None = None, as_of: datetime | None = None,
+              facts: SampleFacts | None = None) -> RawStats:
     """All numbers for one period [since, until] of one source (and node set). ``fault_xids``:
     the memory XIDs counted as fault events next to uncorrectable ECC (empty: ECC-only).
     ``rule_version``: count only that version's predictions (precision, and the windows that
-    predict a fault for recall); None counts every version. Faults, cards and exposure come
-    from the samples and do not depend on it."""
-    params = _base_params(since, until, source, nodes)
+    predict a fault for recall); None counts the active versions' (never a shadow's). Faults,
+    cards and exposure come from the samples and do not depend on it: ``facts``, when given,
+    is that part computed once for the same period (:func:`sample_facts`). ``as_of``: outcomes
+    resolved after it count as pending (what was known then: a calibration's training part
+    must not see an outcome decided by later data)."""
     xids = tuple(sorted(set(fault_xids)))
+    if facts is None:
+        facts = sample_facts(db, since=since, until=until, source=source, nodes=nodes,
+                             fault_xids=xids)
+    elif not facts.matches(since, until, source, nodes, xids):
+        raise ValueError("raw_stats: the sample facts are of another period or definition")
+    params = base_params(since, until, source, nodes)
     predictions = dict(params, rule_version=rule_version) if rule_version is not None else params
+    status = "status"
+    if as_of is not None:
+        predictions = dict(predictions, as_of=to_naive_utc(as_of))
+        status = ("CASE WHEN resolved_at IS NULL OR resolved_at > $as_of THEN 'pending' "
+                  "ELSE status END")
     rows = db.fetchall(
-        f"""SELECT window_days, status, rule_version, node_id, gpu_index, gpu_uuid, t0,
+        f"""SELECT window_days, {status}, rule_version, node_id, gpu_index, gpu_uuid, t0,
                uncorrected_at_t0
         FROM gpu_health_predictions
-        WHERE source = $source AND t0 >= $since AND t0 <= $until{_node_filter(nodes)}
+        WHERE source = $source AND t0 >= $since AND t0 <= $until{node_filter(nodes)}
               {_version_filter(rule_version)}""", predictions)
-    cards = _cards(db, params, nodes)
-    monitorable = [c for c in cards if c[3]]
-    moved = [c for c in monitorable if c[6] is not None and c[7] is not None and c[7] > c[6]]
-    faults = _faults(db, params, moved, xids, {(c[0], c[1], c[2]) for c in monitorable}, nodes,
-                     rule_version)
-    evidence = first_evidence(db, params, {(r[3], r[4], r[5]) for r in rows}
-                              | {(f.node_id, f.gpu_index, f.gpu_uuid) for f in faults}, xids)
+    faults = _predicted_by(db, facts.events, source, rule_version)
+    missing = {(r[3], r[4], r[5]) for r in rows} - facts.evidence_of
+    evidence = facts.evidence | first_evidence(db, params, missing, xids)
     counts, classes, versions = _count(rows, evidence)
+    monitorable = facts.monitorable
     return RawStats(
         status_counts=counts,
         class_counts=classes,
         rule_versions=versions,
         monitorable_cards=len(monitorable),
         exposure_seconds=sum((c[5] - c[4]).total_seconds() for c in monitorable),
-        first_sample=min((from_naive_utc(c[4]) for c in cards), default=None),
-        last_sample=max((from_naive_utc(c[5]) for c in cards), default=None),
+        first_sample=min((from_naive_utc(c[4]) for c in facts.cards), default=None),
+        last_sample=max((from_naive_utc(c[5]) for c in facts.cards), default=None),
         faults=tuple(replace(f, first=_is_first(f, evidence)) for f in faults),
         fault_xids=xids,
     )
-
-
-Card = tuple[str, int, "str | None"]
-
 
 
 def prediction_class(t0: datetime, unc0: int | None, evidence: datetime | None) -> str:
@@ -157,143 +151,35 @@ def _count(rows: Sequence[Any], evidence: dict[Card, datetime]) -> tuple[
     return counts, classes, {w: tuple(sorted(v)) for w, v in versions.items()}
 
 
-_EVIDENCE = f"""
-WITH cand AS (
-    SELECT unnest($c_nodes::VARCHAR[]) AS node_id, unnest($c_idx::INTEGER[]) AS gpu_index,
-           unnest($c_uuid::VARCHAR[]) AS gpu_uuid
-),
-ev AS (
-    SELECT node_id, gpu_index, gpu_uuid, min(pos_at) AS seen_at
-    FROM ({PERIOD_SEGMENTS.format(nodes="", cards=CAND)}) AS s
-    WHERE pos_at IS NOT NULL
-    GROUP BY node_id, gpu_index, gpu_uuid{{xids}}
+_PREDICTED_BY = """
+WITH f AS (
+    SELECT unnest($n::VARCHAR[]) AS node_id, unnest($i::INTEGER[]) AS gpu_index,
+           unnest($u::VARCHAR[]) AS gpu_uuid, unnest($at::TIMESTAMP[]) AS fault_at,
+           unnest($ord::INTEGER[]) AS ord
 )
-SELECT node_id, gpu_index, gpu_uuid, min(seen_at) FROM ev GROUP BY node_id, gpu_index, gpu_uuid
-"""
-_EVIDENCE_XIDS = f"""
-    UNION ALL
-    SELECT node_id, gpu_index, gpu_uuid, min(sampled_at)
-    FROM (SELECT x.node_id, x.gpu_index, x.gpu_uuid, x.sampled_at, x.count, {XID_PREV} AS prev
-          FROM {XID_TABLE} x
-          WHERE x.source = $source AND x.sampled_at <= $until
-            AND x.xid IN (SELECT unnest($xids::INTEGER[])) AND EXISTS (
-                SELECT 1 FROM cand c WHERE c.node_id = x.node_id AND c.gpu_index = x.gpu_index
-                                       AND c.gpu_uuid IS NOT DISTINCT FROM x.gpu_uuid)) AS xs
-    WHERE {XID_EVENT}
-    GROUP BY node_id, gpu_index, gpu_uuid"""
-
-
-def first_evidence(db: Database, params: dict[str, Any], cards: set[Card],
-                   fault_xids: tuple[int, ...]) -> dict[Card, datetime]:
-    """Per card, its earliest fault evidence up to ``$until`` (absent: none seen)."""
-    if not cards:
-        return {}
-    ordered = sorted(cards, key=lambda c: (c[0], c[1], c[2] or ""))
-    query: dict[str, Any] = {"source": params["source"], "until": params["until"],
-                             "since": to_naive_utc(EPOCH),  # since the beginning
-                             "c_nodes": [c[0] for c in ordered],
-                             "c_idx": [c[1] for c in ordered],
-                             "c_uuid": [c[2] for c in ordered]}
-    if fault_xids:
-        query["xids"] = list(fault_xids)
-    sql = _EVIDENCE.format(xids=_EVIDENCE_XIDS if fault_xids else "")
-    query = _period(db, query)
-    return {(str(n), int(i), None if u is None else str(u)): from_naive_utc(at)
-            for n, i, u, at in db.fetchall(sql, query)}
-
-
-def _period(db: Database, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` plus the sealed days [$dlo, $dhi) inside the period (empty: dlo = dhi)."""
-    since, until = from_naive_utc(params["since"]), from_naive_utc(params["until"])
-    dlo = day_floor(since) + (DAY if day_floor(since) < since else timedelta(0))
-    dhi = max(dlo, covered(db, until))
-    return params | {"dlo": to_naive_utc(dlo), "dhi": to_naive_utc(dhi)}
-
-
-def _cards(db: Database, params: dict[str, Any], nodes: frozenset[str] | None) -> list[Any]:
-    """(node, index, uuid, monitorable, first, last, min unc, max unc) per card in the period,
-    from the sealed days' rollups and the raw rows of the rest."""
-    any_known = " + ".join(f"n_{c}" for c in COUNTER_KEYS)
-    segments = PERIOD_SEGMENTS.format(nodes=_node_filter(nodes), cards="")
-    return db.fetchall(
-        f"""SELECT node_id, gpu_index, gpu_uuid, bool_or({any_known} > 0), min(first_at),
-               max(last_at), min(unc_min), max(unc_max)
-        FROM ({segments}) AS s
-        GROUP BY node_id, gpu_index, gpu_uuid""", _period(db, params),
-    )
-
-
-_ECC_EVENTS = f"""
-cand AS (
-    SELECT unnest($c_nodes::VARCHAR[]) AS node_id, unnest($c_idx::INTEGER[]) AS gpu_index,
-           unnest($c_uuid::VARCHAR[]) AS gpu_uuid
-),
-segs AS ({PERIOD_SEGMENTS.format(nodes="", cards=CAND)}),
-ecc AS (
-    SELECT node_id, gpu_index, gpu_uuid, event_at AS fault_at
-    FROM ({FIRST_INCREASE.format(key="node_id, gpu_index, gpu_uuid", segs="segs")}) AS f
-)"""
-
-_XID_EVENTS = f"""
-xev AS (
-    SELECT node_id, gpu_index, gpu_uuid, min(sampled_at) AS fault_at
-    FROM (SELECT x.node_id, x.gpu_index, x.gpu_uuid, x.sampled_at, x.count,
-                 {XID_PREV} AS prev
-          FROM {XID_TABLE} x
-          WHERE x.source = $source AND x.sampled_at <= $until
-            AND x.xid IN (SELECT unnest($xids::INTEGER[])){{nodes}}) AS xs
-    WHERE {XID_EVENT} AND sampled_at >= $since
-    GROUP BY node_id, gpu_index, gpu_uuid
-)"""
-
-_FAULTS = """
-WITH {events},
-first_fault AS (
-    SELECT node_id, gpu_index, gpu_uuid, min(fault_at) AS fault_at
-    FROM ({union}) AS u GROUP BY node_id, gpu_index, gpu_uuid
-)
-SELECT f.node_id, f.gpu_index, f.gpu_uuid, f.fault_at,
-       array_agg(DISTINCT p.window_days) FILTER (WHERE p.window_days IS NOT NULL)
-FROM first_fault f
+SELECT f.ord, array_agg(DISTINCT p.window_days) FILTER (WHERE p.window_days IS NOT NULL)
+FROM f
 LEFT JOIN gpu_health_predictions p
   ON p.node_id = f.node_id AND p.gpu_index = f.gpu_index
  AND p.gpu_uuid IS NOT DISTINCT FROM f.gpu_uuid AND p.source = $source
  AND p.t0 < f.fault_at AND f.fault_at <= p.window_end{version}
-GROUP BY f.node_id, f.gpu_index, f.gpu_uuid, f.fault_at
-ORDER BY f.fault_at, f.node_id, f.gpu_index
+GROUP BY f.ord
 """
 
 
-def _faults(db: Database, params: dict[str, Any], moved: Sequence[Any],
-            fault_xids: tuple[int, ...], monitorable: set[tuple[Any, Any, Any]],
-            nodes: frozenset[str] | None, rule_version: str | None) -> tuple[Fault, ...]:
-    """First fault event per monitorable card; one statement, only the parts that can find
-    something (no moved card: no ECC scan; ECC-only definition: no XID scan)."""
-    events: list[str] = []
-    query: dict[str, Any] = {k: params[k] for k in ("source", "since", "until")}
-    if moved:
-        query = _period(db, query)
-        events.append(_ECC_EVENTS)
-        query |= {"c_nodes": [c[0] for c in moved], "c_idx": [c[1] for c in moved],
-                  "c_uuid": [c[2] for c in moved]}
-    if fault_xids:
-        events.append(_XID_EVENTS.format(nodes=_node_filter(nodes, "x.node_id")))
-        query["xids"] = list(fault_xids)
-        if nodes is not None:
-            query["nodes"] = params["nodes"]
+def _predicted_by(db: Database, events: Sequence[Event], source: str,
+                  rule_version: str | None) -> tuple[Fault, ...]:
+    """The fault events with the window lengths of the predictions (of ``rule_version``, or
+    of the active versions) whose window held them; in the events' order."""
     if not events:
         return ()
+    query: dict[str, Any] = {
+        "n": [e[0] for e in events], "i": [e[1] for e in events], "u": [e[2] for e in events],
+        "at": [to_naive_utc(e[3]) for e in events], "ord": list(range(len(events))),
+        "source": source}
     if rule_version is not None:
         query["rule_version"] = rule_version
-    union = " UNION ALL ".join(
-        f"SELECT * FROM {name}" for name in (("ecc",) if moved else ()) + (
-            ("xev",) if fault_xids else ()))
-    rows = db.fetchall(_FAULTS.format(events=",".join(events), union=union,
-                                      version=_version_filter(rule_version, "p.rule_version")),
-                       query)
-    return tuple(
-        Fault(str(n), int(i), None if u is None else str(u), from_naive_utc(at),
-              frozenset(int(w) for w in (windows or [])))
-        for n, i, u, at, windows in rows
-        if (n, i, u) in monitorable
-    )
+    held = {int(o): w for o, w in db.fetchall(
+        _PREDICTED_BY.format(version=_version_filter(rule_version, "p.")), query)}
+    return tuple(Fault(n, i, u, at, frozenset(int(w) for w in (held.get(k) or [])))
+                 for k, (n, i, u, at) in enumerate(events))

@@ -47,6 +47,14 @@ class ApiContext:
     retention_days: int = 180
     ruleset: RuleSet | None = None
     action_policy: ActionPolicy | None = None  # recommended actions (docs/actions.md)
+    shadows: tuple[RuleSet, ...] = ()  # rules.shadow: versions run beside the active one
+
+    def ruleset_for(self, version: str | None) -> RuleSet | None:
+        """The rule set whose gates and fault definition a version's statistics use: that
+        version's own when it is the active or a shadow one, else the active one."""
+        known = {rs.version: rs for rs in (*self.shadows, *([self.ruleset] if self.ruleset
+                                                              else []))}
+        return known.get(version or "", self.ruleset)
 
     def database(self) -> Database:
         """The open store, or ApiError(503) while there is none (start-up, shutdown)."""

@@ -19,9 +19,10 @@ from gpu_health.clock import rfc3339, rfc3339_or_none
 from gpu_health.errors import ApiError
 
 PREDICTIONS_PARAMS: Final = frozenset(
-    {"node_id", "gpu_index", "status", "since", "until", "source", "limit", "offset"}
+    {"node_id", "gpu_index", "status", "since", "until", "source", "limit", "offset",
+     "rule_version"}
 )
-STATS_PARAMS: Final = frozenset({"source", "since"})
+STATS_PARAMS: Final = frozenset({"source", "since", "rule_version"})
 PREDICTIONS_DEFAULT_LIMIT: Final = 100
 PREDICTIONS_MAX_LIMIT: Final = 500
 MAX_OFFSET: Final = 10_000_000
@@ -41,6 +42,7 @@ async def predictions(ctx: ApiContext, principal: Principal, query: Query) -> di
         offset=query.integer_or("offset", 0, maximum=MAX_OFFSET),
         node_id=query.text("node_id"), gpu_index=query.integer("gpu_index"),
         status=query.status(), tenants=None if tenants is None else tuple(tenants),
+        rule_version=query.text("rule_version"),
     )
 
     db = ctx.database()
@@ -65,12 +67,13 @@ async def prediction_stats(ctx: ApiContext, principal: Principal, query: Query) 
     if since > now:
         raise ApiError(400, "since: is in the future", param="since")
     tenants = principal.tenant_list
+    version = query.text("rule_version")
 
     db = ctx.database()
 
     def work() -> dict[str, Any]:
         nodes = None if tenants is None else q.visible_nodes(db, tenants)
         return stats.prediction_stats(db, now=now, source=source, since=since, nodes=nodes,
-                                      ruleset=ctx.ruleset)
+                                      ruleset=ctx.ruleset_for(version), rule_version=version)
 
     return await db.run(work)

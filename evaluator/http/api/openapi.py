@@ -57,12 +57,20 @@ _PREDICTION: Final = _obj({
     "uncorrected_at_t0": INT_NULL,
     "status": {"type": "string", "enum": ["pending", "hit", "miss", "voided"]},
     "resolved_at": TS_NULL, "outcome": STR_NULL,
+    "shadow": {"type": "boolean", "description": "Made by a shadow version (rules.shadow): "
+                                                 "never alerted, not in the default statistics."},
 })
 _NUMBER_NULL: Final = _nullable(
     "number", description="null when the sample is insufficient (never 0 for 'no data')")
+_CI95: Final = {
+    "type": ["array", "null"], "items": {"type": "number", "minimum": 0, "maximum": 1},
+    "minItems": 2, "maxItems": 2,
+    "description": "[low, high]: the 95% Wilson score interval of the ratio beside it, from "
+                   "the counts shown; null whenever the ratio is null."}
 _CLASS_STATS: Final = _obj({
     "predictions": _obj(dict.fromkeys(("pending", "hit", "miss", "voided"), INT)),
     "matured": INT, "precision": _NUMBER_NULL, "recall": _NUMBER_NULL, "f1": _NUMBER_NULL,
+    "precision_ci95": _CI95, "recall_ci95": _CI95,
     "faulty_cards": INT, "predicted_faulty_cards": INT, "missed_cards": INT,
     "missed": {"type": "array", "items": _ref("MissedCard")},
     "sufficient": {"type": "boolean"}, "note": STR,
@@ -81,13 +89,14 @@ _STATS_WINDOW: Final = _obj({
     "predictions": _obj(dict.fromkeys(("pending", "hit", "miss", "voided"), INT)),
     "matured": {**INT, "description": "hit + miss (pending and voided excluded)."},
     "precision": _NUMBER_NULL, "recall": _NUMBER_NULL, "f1": _NUMBER_NULL,
+    "precision_ci95": _CI95, "recall_ci95": _CI95,
     "monitorable_cards": INT, "faulty_cards": INT, "predicted_faulty_cards": INT,
     "missed_cards": INT,
     "missed": {"type": "array", "items": _ref("MissedCard")},
     "exposure_card_days": {"type": "number"},
     "observed_days": _nullable("number", description="null: unknown (no samples)"),
     "required_days": INT, "required_matured": INT, "sufficient": {"type": "boolean"},
-    "note": {**STR, "description": "observed X of Y days, N of M matured predictions, and why "
+    "note": {**STR, "description": "observed X days (gate Y), N matured (gate M), and why "
                                    "ratios are null when they are."},
     "by_class": {**_obj({"first_fault": _CLASS_STATS, "repeat": _CLASS_STATS}),
                  "description": "first_fault: made on a card with no fault observed at or "
@@ -220,7 +229,8 @@ PATHS: Final[dict[str, Schema]] = {
         "Stored predictions, newest t0 first",
         "Filters apply to t0. Every item keeps the rule_version and window_days frozen when it "
         "was stored; current_rule_version is the version the worker runs now.",
-        ["node_id", "gpu_index", "status", "since", "until", "source", "limit_pred", "offset"],
+        ["node_id", "gpu_index", "status", "since", "until", "source", "rule_version",
+         "limit_pred", "offset"],
         "PredictionList", node=True),
     f"{PREFIX}/prediction-stats": _operation(
         "Precision and recall over 7 and 30 days, side by side",
@@ -228,8 +238,11 @@ PATHS: Final[dict[str, Schema]] = {
         "cards / all monitorable cards with a real fault (missed cards listed; fault_events "
         "says which events count as faults). Ratios are null, "
         "never 0, while fewer than required_matured predictions matured or fewer than "
-        "required_days were observed. since defaults to the retention period.",
-        ["source", "since"], "PredictionStats", node=False),
+        "required_days were observed. since defaults to the retention period. Without "
+        "rule_version the active versions' predictions count (never a shadow version's); "
+        "with it, that version's alone (its own gates and fault definition when it is the "
+        "active or a configured shadow version).",
+        ["source", "since", "rule_version"], "PredictionStats", node=False),
     f"{PREFIX}/capabilities": _operation(
         "Capability matrix derived from samples",
         "Per card: which of the five counters ever had a non-null value (collectable) or not "

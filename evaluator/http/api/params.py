@@ -204,6 +204,9 @@ PARAMETERS: Final[dict[str, dict[str, Any]]] = {
                     "2026-01-01T00:00:00Z"),
     "until": _param("until", _STR, TIME_DESC + "Upper bound (inclusive); default now.",
                     "2026-01-08T00:00:00Z"),
+    "rule_version": _param("rule_version", _STR, "Only this rule version's predictions (an "
+                           "active or a shadow version; without it: the active versions', never "
+                           "a shadow's).", "v2-ecc-xid"),
     "limit_pred": _param("limit", {"type": "integer", "minimum": 1, "maximum": 500,
                                    "default": 100}, "Page size.", 50),
     "offset": _param("offset", {"type": "integer", "minimum": 0, "default": 0},

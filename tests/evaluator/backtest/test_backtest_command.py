@@ -131,7 +131,7 @@ def test_every_argument_problem_is_listed(tmp_path: Path,
                "--sweep", "bogus=1", "--sweep", "window_days=14", "--step", "soon")
     assert code == 2
     err = capsys.readouterr().err
-    for needle in ("--since/--until only apply to --prometheus", "--events needs --preset",
+    for needle in ("--since '2026-01-01' is neither ISO 8601", "--events needs --preset",
                    "ratio: must be a number", "scan_interval_minutes is not a frozen",
                    "'bogus' is not a rule parameter", "window_days: must be one of 7, 30",
                    "--step must be a positive duration"):

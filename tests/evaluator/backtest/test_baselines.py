@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.backtest.report import compare
+from evaluator.backtest.report import compare_with_baselines
 from evaluator.backtest.rulesets import Variant, baseline_variants
 from evaluator.config.rules import BASELINE_FILES, load_ruleset
 
@@ -32,21 +32,33 @@ def test_baselines_run_once_per_window_the_versions_use() -> None:
         ("baseline-new-correctable", 7), ("baseline-repeat", 7)]
 
 
-def test_lift_and_the_flag() -> None:
+def test_lift_comparisons_and_the_flag() -> None:
     naive = entry("naive", 7, (0.05, 0.08), (0.14, None))
     repeat = entry("repeat", 7, (None, None), (0.14, None))
     worse = entry("v1", 7, (0.0, 0.0), (0.14, None))
-    compare(worse, [naive, repeat])
+    compare_with_baselines(worse, [naive, repeat])
     assert worse["lift"]["naive"]["first_fault"] == {"precision": 0.0, "recall": 0.0}
     assert worse["lift"]["repeat"]["first_fault"] == {"precision": None, "recall": None}
     assert worse["lift"]["repeat"]["repeat"]["precision"] == 1.0
-    assert worse["flag"].startswith("does not beat the best baseline naive")
+    assert worse["flag"].startswith("a baseline beats it: naive dominates v1")
+    assert [c["by"] for c in worse["comparisons"]] == ["pareto", "not_comparable"]
     better = entry("v9", 7, (0.05, 0.2), (0.1, None))
-    compare(better, [naive, repeat])
+    compare_with_baselines(better, [naive, repeat])
     assert better["flag"] is None  # more first faults at equal precision
+    assert better["comparisons"][0]["winner"] == "a"
+    # More recall bought with less precision: neither dominates, which is no reason to flag
+    # (the old rule called this "does not beat the baseline"); costs decide when given.
     imprecise = entry("v8", 7, (0.01, 0.2), (0.1, None))
-    compare(imprecise, [naive])
-    assert imprecise["flag"] is not None  # more recall bought with less precision
+    compare_with_baselines(imprecise, [naive])
+    assert imprecise["flag"] is None
+    assert imprecise["comparisons"][0]["by"] == "neither"
+    costly = {**entry("v8", 7, (0.01, 0.2), (0.1, None)), "gpu_hours_saved": -5.0}
+    compare_with_baselines(costly, [{**naive, "gpu_hours_saved": 12.0}])
+    assert costly["flag"].startswith("a baseline beats it: neither dominates on first faults; "
+                                     "naive saves more GPU-hours (12 vs -5)")
     unknown = entry("v7", 7, (None, None), (None, None))
-    compare(unknown, [repeat])
+    compare_with_baselines(unknown, [repeat])
     assert unknown["flag"].startswith("not comparable")
+    alone = entry("v6", 7, (0.3, 0.5), (None, None))
+    compare_with_baselines(alone, [])
+    assert alone["flag"] is None and alone["comparisons"] == []

@@ -6,7 +6,9 @@ calchas --no-baselines``, the default rule set v2-ecc-xid), then stripped of wha
 run to run: the time it was made, the file it went to, the replay's duration, the rule file's
 path, and the events path. The storage layout changed under it (no ART index, sealed daily
 rollups, window edges); every count, precision, recall, lift and fault list must still be the
-same.
+same. Issue 25 changed the report's form once: the notes' wording ("26 matured first_fault
+predictions (gate 20)"), the Wilson intervals, ``costs`` and ``gpu_hours_saved`` were added; the
+stored copy was written again after a field-by-field check that nothing else moved.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ async def test_insufficient_data_gives_null_ratios_and_a_note(db: Database) -> N
     assert week["predictions"] == {"pending": 1, "hit": 1, "miss": 1, "voided": 1}
     assert week["matured"] == 2 and not week["sufficient"]
     assert week["precision"] is None and week["recall"] is None and week["f1"] is None
-    assert "observed" in week["note"] and "of 20" in week["note"]
+    assert "observed" in week["note"] and "(gate 20)" in week["note"]
 
 
 async def test_thresholds_come_from_the_active_ruleset(db: Database) -> None:

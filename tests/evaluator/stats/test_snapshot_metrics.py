@@ -65,7 +65,8 @@ def test_open_predictions_are_real_pending_ones_with_their_labels(db: Database) 
 
 def test_ratios_are_absent_while_insufficient(db: Database) -> None:
     text, _ = exposition(db)
-    for name in ("precision", "recall", "f1"):
+    for name in ("precision", "recall", "f1", "precision_ci95_lower", "precision_ci95_upper",
+                 "recall_ci95_lower", "recall_ci95_upper"):
         assert lines(text, f"gpu_health_prediction_{name}") == []
     assert 'gpu_health_prediction_stats_sufficient{window_days="7"} 0.0' in text
     assert 'gpu_health_prediction_outcomes{status="hit",window_days="7"} 1.0' in text
@@ -85,6 +86,13 @@ def test_ratios_appear_once_sufficient(db: Database) -> None:
     text = generate_latest(registry).decode()
     assert 'gpu_health_prediction_precision{window_days="7"} 0.8333333333333334' in text
     assert 'gpu_health_prediction_stats_sufficient{window_days="7"} 1.0' in text
+    # 5 hits of 6 matured: the Wilson bounds, each its own series
+    assert 'gpu_health_prediction_precision_ci95_lower{window_days="7"} 0.436497' in text
+    assert 'gpu_health_prediction_precision_ci95_upper{window_days="7"} 0.969947' in text
+    assert ('gpu_health_prediction_class_precision_ci95_lower{class="first_fault",'
+            'window_days="7"}') in text
+    # the 30-day precision is null (nothing matured): so are its bounds
+    assert len(lines(text, "gpu_health_prediction_precision_ci95_lower")) == 1
 
 
 def test_capability_matrix_and_stall(db: Database) -> None:

@@ -37,10 +37,11 @@ WINDOW_KEYS = {
     "window_days", "rule_versions", "predictions", "matured", "precision", "recall", "f1",
     "monitorable_cards", "faulty_cards", "predicted_faulty_cards", "missed_cards", "missed",
     "exposure_card_days", "observed_days", "required_days", "required_matured", "sufficient",
-    "note", "fault_events", "by_class",
+    "note", "fault_events", "by_class", "precision_ci95", "recall_ci95",
 }
 CLASS_KEYS = {"predictions", "matured", "precision", "recall", "f1", "faulty_cards",
-              "predicted_faulty_cards", "missed_cards", "missed", "sufficient", "note"}
+              "predicted_faulty_cards", "missed_cards", "missed", "sufficient", "note",
+              "precision_ci95", "recall_ci95"}
 
 
 def build(db: Database, *, source: str = "real") -> None:
@@ -93,6 +94,10 @@ def test_hand_counted_statistics(db: Database) -> None:
     assert (w7["faulty_cards"], w7["predicted_faulty_cards"], w7["missed_cards"]) == (5, 2, 3)
     assert w7["recall"] == pytest.approx(0.4)
     assert w7["f1"] == pytest.approx(0.48)
+    # Wilson 95%: 15 hits of 25 matured, 2 predicted of 5 faulty cards
+    assert w7["precision_ci95"] == [0.407395, 0.765967]
+    assert w7["recall_ci95"] == pytest.approx([0.117621, 0.769276], abs=1e-6)
+    assert w30["precision_ci95"] is None and w30["recall_ci95"] is None  # null with the ratio
     assert [(m["node_id"], m["gpu_index"], m["first_fault_at"]) for m in w7["missed"]] == [
         ("n2", 0, "2026-01-03T00:00:00Z"),
         ("n1", 2, "2026-01-05T00:00:00Z"),
@@ -103,7 +108,7 @@ def test_hand_counted_statistics(db: Database) -> None:
     assert w7["exposure_card_days"] == pytest.approx(68)
     assert w7["observed_days"] == pytest.approx(10)
     assert (w7["required_days"], w7["required_matured"]) == (8, 20)
-    assert w7["note"] == "observed 10.0 of 8 days, 25 of 20 matured predictions"
+    assert w7["note"] == "observed 10.0 days (gate 8), 25 matured (gate 20)"
     assert w7["rule_versions"] == ["v1-ecc-growth"]
     assert w7["fault_events"] == w30["fault_events"] == ["ecc_uncorrected"]  # no rule set
 
@@ -157,7 +162,7 @@ def test_thirty_day_window_is_reported_side_by_side_with_nulls(db: Database) -> 
     assert w30["matured"] == 0 and w30["sufficient"] is False
     assert w30["precision"] is None and w30["recall"] is None and w30["f1"] is None
     assert (w30["faulty_cards"], w30["predicted_faulty_cards"], w30["missed_cards"]) == (5, 1, 4)
-    assert w30["note"].startswith("observed 10.0 of 8 days, 0 of 20 matured predictions")
+    assert w30["note"].startswith("observed 10.0 days (gate 8), 0 matured (gate 20)")
     assert "null (not 0%)" in w30["note"]
 
 
@@ -166,7 +171,7 @@ def test_thresholds_come_from_the_rule_set(db: Database) -> None:
     w7 = prediction_stats(db, now=NOW, since=SINCE, ruleset=strict)["windows"][0]
     assert w7["sufficient"] is False and w7["precision"] is None and w7["recall"] is None
     assert w7["required_days"] == 11
-    assert w7["note"].startswith("observed 10.0 of 11 days, 25 of 20 matured predictions")
+    assert w7["note"].startswith("observed 10.0 days (gate 11), 25 matured (gate 20)")
     lenient = ruleset(stats_min_matured=1)
     w30 = prediction_stats(db, now=NOW, since=SINCE, ruleset=lenient)["windows"][1]
     assert w30["sufficient"] is False  # 0 matured is still below 1
@@ -181,7 +186,7 @@ def test_too_few_matured_predictions_gives_null_not_zero(new_db: NewDb) -> None:
                           status="miss")
     w7 = prediction_stats(db, now=NOW, since=SINCE)["windows"][0]
     assert w7["matured"] == 19 and w7["precision"] is None and w7["recall"] is None
-    assert w7["note"].startswith("observed 10.0 of 8 days, 19 of 20 matured predictions")
+    assert w7["note"].startswith("observed 10.0 days (gate 8), 19 matured (gate 20)")
     insert_prediction(db, pid="m19", node="n1", gpu=1, uuid="GPU-b", t0=at(1), status="miss")
     w7 = prediction_stats(db, now=NOW, since=SINCE)["windows"][0]
     assert w7["precision"] == 0.0 and w7["recall"] == 0.0 and w7["f1"] == 0.0  # a real zero
@@ -192,7 +197,7 @@ def test_empty_store_has_unknown_observed_days(new_db: NewDb) -> None:
     w7 = prediction_stats(db, now=NOW)["windows"][0]
     assert w7["observed_days"] is None and w7["precision"] is None
     assert w7["monitorable_cards"] == 0 and w7["exposure_card_days"] == 0
-    assert w7["note"].startswith("observed unknown (no samples) of 8 days, 0 of 20")
+    assert w7["note"].startswith("observed unknown (no samples) (gate 8), 0 matured (gate 20)")
 
 
 def test_nodes_filter_limits_every_number(db: Database) -> None:

@@ -15,6 +15,7 @@ from evaluator.main import main
 from evaluator.store import Database
 from evaluator.store.api_queries import capabilities
 from evaluator.store.rollups import seal
+from evaluator.store.schema import MIGRATIONS
 from evaluator.store.stats import raw_stats
 from gpu_health.clock import to_naive_utc
 from tests.evaluator.rules_support import at
@@ -53,7 +54,7 @@ def test_compact_returns_the_space_and_keeps_every_answer(tmp_path: Path,
     db = Database(path)
     assert _answers(db) == reference
     assert [r[0] for r in db.fetchall("SELECT version FROM schema_migrations ORDER BY 1")] == \
-        [1, 2, 3, 4, 5, 6]
+        [m[0] for m in MIGRATIONS]
     indexes = {r[0] for r in db.fetchall("SELECT index_name FROM duckdb_indexes()")}
     assert {"idx_predictions_card", "idx_predictions_status"} <= indexes
     db.close()

@@ -22,8 +22,9 @@ from evaluator.store.api_queries import capabilities
 from evaluator.store.backfill import observe_pending
 from evaluator.store.features import card_features
 from evaluator.store.maintenance import delete_samples_before, purge_simulated
+from evaluator.store.sample_facts import base_params, first_evidence
 from evaluator.store.samples import insert_samples
-from evaluator.store.stats import _base_params, first_evidence, raw_stats
+from evaluator.store.stats import raw_stats
 from tests.conftest import NewDb
 from tests.evaluator.rules_support import at, insert_prediction, params
 from tests.evaluator.store_support import older_file
@@ -104,7 +105,7 @@ def _answers(db: Database, now: datetime) -> dict[str, Any]:
     }
     cards: set[tuple[str, int, str | None]] = {
         (n, g, f"GPU-{i}") for i, (n, g) in enumerate(CARDS)} | {("n2", 0, "GPU-swapped")}
-    out["evidence"] = first_evidence(db, _base_params(since, now, "real", None), cards, (48,))
+    out["evidence"] = first_evidence(db, base_params(since, now, "real", None), cards, (48,))
     return out
 
 

@@ -1,0 +1,308 @@
+"""Replay many rule versions over one history, sharing what does not depend on their thresholds.
+
+A calibration replays dozens of versions that differ only in thresholds. :func:`replay` does each
+alone: its own feature statements, one insert per tick that made a prediction and one backfill
+per tick that can decide one (about 2 minutes for 192 cards x 150 days). Here:
+
+- **features are shared** by the versions of one *feature group* (same growth window, baseline
+  span, boundary age and scan interval: the boundary values only depend on those). They are
+  extracted once per tick, with the group's largest ``consecutive_windows``, for the cards any
+  version of the group can fire for, and cut to each version's ``k`` (``corrected[i]`` is at
+  ``t0 - i g`` whatever ``k`` is). A version asks for the ticks its own plan picks; a tick
+  already extracted for another version costs nothing;
+- **predictions are made in memory**: each version walks its own :class:`TickPlan` (from its
+  own ``min_increase``), decides with the live :func:`decide`, and applies the insert's
+  one-open-window rule itself (a card whose window ends after the new t0 gets nothing), then
+  writes all its predictions in one statement;
+- **one backfill** at the last tick observes every distinct window once (versions that differ
+  in thresholds mostly share their strong predictions: same card, same t0, same window), and
+  each prediction's outcome is written with the tick at which its version's tick-by-tick replay
+  decides it: the first tick at or after the fault event in the window (hit), or at or after
+  the window's end (miss, voided). Outcomes are frozen once seen and a pending prediction's
+  window is read up to ``now`` only, so the status, the explanation and the resolution time are
+  those of :func:`replay`.
+
+``tests/evaluator/backtest/test_batch_replay.py`` checks the rows (ids, t0, predicted_at,
+status, resolved_at, outcome) against :func:`replay` of every version alone over a grid. A
+version that already has predictions in the file (an earlier run) is left as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from evaluator.backtest.activity import KNOWN_SIGNALS, TickPlan, bucket_ranges, bucket_windows
+from evaluator.backtest.activity import tick_grid as grid
+from evaluator.backtest.replay import DEFAULT_CHUNK, HORIZON, ReplaySummary
+from evaluator.rules.model import CardFeatures
+from evaluator.rules.outcome import Outcome, WindowObservation, classify
+from evaluator.rules.params import RuleParams
+from evaluator.rules.ruleset import RuleSet
+from evaluator.rules.signals import SIGNALS, could_fire, decide
+from evaluator.store.backfill import observe_pending
+from evaluator.store.backtest_queries import active_ranges
+from evaluator.store.db import Database
+from evaluator.store.features import card_features
+from evaluator.store.predictions import NewPrediction, insert_rows, prediction_id, resolve_each
+from evaluator.store.rule_versions import register_ruleset
+from gpu_health.contract import SOURCE_REAL
+
+log = logging.getLogger(__name__)
+
+Card = tuple[str, int]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+Progress = Callable[[int, int], None]
+
+
+def group_key(params: RuleParams) -> tuple[int, int, int, float]:
+    """What the features depend on besides ``consecutive_windows``."""
+    return (params.growth_window_hours, params.baseline_days, params.boundary_max_age_minutes,
+            params.scan_interval_minutes)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One card's features at one tick, with what every version's quick test needs."""
+
+    card: Card
+    features: CardFeatures
+    always: bool  # a strong, pending-remap or retired-page signal may fire: decide in full
+    increase: int | None  # the last growth window's correctable increase (None: unknown)
+
+
+def entry(f: CardFeatures, unreachable: RuleParams) -> Entry:
+    """Split :func:`could_fire` into its threshold-free part (``unreachable``: parameters
+    whose ``min_increase`` no growth reaches) and the increase it compares with
+    ``min_increase``, the only threshold it reads."""
+    c = f.corrected
+    increase = c[0] - c[1] if len(c) > 1 and c[0] is not None and c[1] is not None else None
+    return Entry((f.node_id, f.gpu_index), f, could_fire(f, unreachable), increase)
+
+
+@dataclass(slots=True)
+class FeatureCache:
+    """The features of one group's cards at its candidate ticks (widest ``k``), extracted in
+    order, ``chunk`` candidate ticks per statement, as versions ask for them."""
+
+    db: Database
+    params: RuleParams
+    cards: list[Card] | None
+    ticks: list[datetime]
+    candidates: list[int]  # tick indexes at which some version of the group may fire
+    chunk: int = DEFAULT_CHUNK
+    at: dict[datetime, list[Entry]] = field(default_factory=dict)
+    statements: int = 0
+
+    def entries(self, j: int) -> list[Entry]:
+        """Tick ``j``'s entries; when missing, those of the next candidate ticks from it
+        (within ``HORIZON``: one statement reads a narrow time range)."""
+        now = self.ticks[j]
+        if now not in self.at:
+            chosen = [now]
+            for k in self.candidates[bisect_left(self.candidates, j + 1):]:
+                t = self.ticks[k]
+                if len(chosen) >= self.chunk or t >= now + HORIZON:
+                    break
+                if t not in self.at:
+                    chosen.append(t)
+            self.at.update((t, []) for t in chosen)
+            unreachable = replace(self.params, min_increase=2**62)
+            for f in card_features(self.db, chosen, SOURCE_REAL, self.params,
+                                   chunk=len(chosen), cards=self.cards):
+                self.at[f.at].append(entry(f, unreachable))
+            self.statements += 1
+        return self.at[now]
+
+
+def _plan(db: Database, ruleset: RuleSet, ticks: list[datetime],
+          ranges_cache: dict[tuple[object, ...], list[tuple[str, int, str, int, int]]]
+          ) -> TickPlan:
+    """The version's candidate ticks and cards, as :func:`replay` plans them."""
+    params = ruleset.params
+    if not params.enabled:
+        return TickPlan(len(ticks), {})
+    if not {s.name for s in SIGNALS} <= KNOWN_SIGNALS:
+        return TickPlan(len(ticks), None)  # every tick, every card: slower, still exact
+    w = bucket_windows(params)
+    key = (w.bucket, w.strong, w.trend, w.base, w.min_increase)
+    if key not in ranges_cache:
+        ranges_cache[key] = active_ranges(db, bucket=w.bucket, strong=w.strong, trend=w.trend,
+                                          base=w.base, min_increase=w.min_increase)
+    return TickPlan(len(ticks), bucket_ranges(ticks, ranges_cache[key], w.bucket))
+
+
+def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan,
+          cache: FeatureCache) -> tuple[list[NewPrediction], int]:
+    """The predictions :func:`replay` would insert, and how many ticks were evaluated."""
+    params, k = ruleset.params, ruleset.params.consecutive_windows
+    cut = k < cache.params.consecutive_windows
+    # :func:`could_fire` is a necessary condition of the signals it knows; with others in the
+    # table every card is decided in full.
+    quick = {s.name for s in SIGNALS} <= KNOWN_SIGNALS
+    least = params.min_increase if quick else -2**62
+    window = timedelta(days=params.window_days)
+    open_until: dict[Card, datetime] = {}
+    made: list[NewPrediction] = []
+    evaluated, i = 0, 0
+    while (j := plan.next_candidate(i)) is not None:
+        evaluated += 1
+        for e in cache.entries(j):
+            if not (e.always or not quick or (e.increase is not None and e.increase >= least)):
+                continue
+            f = e.features
+            # The insert's rule: no new window while one of the card's ends after its t0.
+            if plan.blocked(e.card, j) or open_until.get(e.card, f.t0) > f.t0:
+                continue
+            d = decide(replace(f, corrected=f.corrected[:k + 1]) if cut else f, params)
+            if d is None:
+                continue
+            made.append(_row(d.features, d.signal, d.layer, d.evidence, ruleset, ticks[j]))
+            open_until[e.card] = f.t0 + window
+            plan.block(e.card, j, bisect_left(ticks, f.t0 + window))
+        i = j + 1
+    return made, evaluated
+
+
+def _row(f: CardFeatures, signal: str, layer: str, evidence: str, ruleset: RuleSet,
+         now: datetime) -> NewPrediction:
+    w = ruleset.params.window_days
+    return NewPrediction(
+        prediction_id(f.node_id, f.gpu_index, f.gpu_uuid, f.source, ruleset.version, w, f.t0),
+        f.node_id, f.gpu_index, f.gpu_uuid, f.source, ruleset.version, w, f.t0,
+        f.t0 + timedelta(days=w), now, signal, layer, evidence, f.uncorrected)
+
+
+def decided_at(obs: WindowObservation, outcome: Outcome, window_end: datetime) -> datetime:
+    """When the samples decided the outcome: the fault event of a hit, else the window's end."""
+    if outcome.status != "hit":
+        return window_end
+    return min(t for t in (obs.fault_at, obs.xid_fault_at) if t is not None)
+
+
+def tick_at_or_after(at: datetime, interval: timedelta) -> datetime:
+    """The first tick of the replay grid (multiples of ``interval`` from the Unix epoch) at or
+    after ``at``."""
+    step = interval // _US
+    return _EPOCH + timedelta(microseconds=-(-((at - _EPOCH) // _US) // step) * step)
+
+
+Window = tuple[str, int, str | None, str, datetime, datetime, int | None, tuple[int, ...]]
+
+
+def _window(p: NewPrediction, fault_xids: tuple[int, ...]) -> Window:
+    """What a window's observation depends on (the version only through its fault XIDs)."""
+    return (p.node_id, p.gpu_index, p.gpu_uuid, p.source, p.t0, p.window_end,
+            p.uncorrected_at_t0, fault_xids)
+
+
+def backfill(db: Database, made: dict[str, list[NewPrediction]],
+             rulesets: dict[str, RuleSet], now: datetime) -> dict[str, dict[str, int]]:
+    """Decide every version's predictions from one observation at ``now`` (the last tick)
+    per distinct window: versions that differ only in thresholds often predict the same card
+    at the same t0 (the strong signals are theirs alike), and those windows show the same
+    samples. Each outcome is written at the tick its own version's replay decides it."""
+    by_window: dict[Window, list[NewPrediction]] = {}
+    for version, rows in made.items():
+        xids = rulesets[version].params.fault_xids
+        for p in rows:
+            by_window.setdefault(_window(p, xids), []).append(p)
+    chosen = {same[0].id: same for same in by_window.values()}
+    decided: list[tuple[Outcome, datetime]] = []
+    for obs in observe_pending(db, now, ids=list(chosen)):
+        outcome = classify(obs)
+        if outcome is None:
+            continue
+        for p in chosen[obs.prediction_id]:
+            at = decided_at(obs, outcome, p.window_end)
+            decided.append((replace(outcome, prediction_id=p.id),
+                            tick_at_or_after(at, rulesets[p.rule_version].params.scan_interval)))
+    resolve_each(db, decided)
+    counts: dict[str, dict[str, int]] = {v: {"hit": 0, "miss": 0, "voided": 0} for v in made}
+    versions = {p.id: p.rule_version for rows in made.values() for p in rows}
+    for outcome, _ in decided:
+        counts[versions[outcome.prediction_id]][outcome.status] += 1
+    return counts
+
+
+def has_predictions(db: Database, version: str) -> bool:
+    row = db.fetchone("SELECT count(*) FROM gpu_health_predictions WHERE rule_version = ?",
+                      [version])
+    return bool(row[0])
+
+
+def replay_versions(db: Database, rulesets: Sequence[RuleSet], start: datetime,
+                    end: datetime, *, chunk: int = DEFAULT_CHUNK,
+                    progress: Progress | None = None) -> list[ReplaySummary]:
+    """Replay every version over ``[start, end]``: the rows :func:`replay` of each alone
+    writes. ``progress(done, total)`` after each version."""
+    ranges: dict[tuple[object, ...], list[tuple[str, int, str, int, int]]] = {}
+    plans: dict[str, TickPlan] = {}
+    for rs in rulesets:  # a rule file changed under a used version fails here, before work
+        ticks = grid(start, end, rs.params.scan_interval)
+        if ticks:
+            register_ruleset(db, rs, ticks[0])
+            plans[rs.version] = _plan(db, rs, ticks, ranges)
+    caches = _caches(db, rulesets, plans, start, end, chunk)
+    summaries, made = [], {}
+    with db.transaction():
+        for n, rs in enumerate(rulesets, 1):
+            summary, rows = _one(db, rs, start, end, plans.get(rs.version),
+                                 caches.get(group_key(rs.params)))
+            summaries.append(summary)
+            if rows is not None:
+                made[rs.version] = rows
+            if progress is not None:
+                progress(n, len(rulesets))
+        last = max((grid(start, end, rs.params.scan_interval)[-1] for rs in rulesets
+                    if rs.version in made), default=None)
+        resolved = {} if last is None else backfill(
+            db, made, {rs.version: rs for rs in rulesets}, last)
+    for summary in summaries:
+        summary.resolved = resolved.get(summary.version, summary.resolved)
+    return summaries
+
+
+def _caches(db: Database, rulesets: Sequence[RuleSet], plans: dict[str, TickPlan],
+            start: datetime, end: datetime, chunk: int) -> dict[tuple[object, ...], FeatureCache]:
+    """One cache per feature group: the widest ``k``, the union of the cards and of the
+    candidate ticks of its versions (before any window blocks them)."""
+    groups: dict[tuple[object, ...], list[RuleSet]] = {}
+    for rs in rulesets:
+        if rs.version in plans:
+            groups.setdefault(group_key(rs.params), []).append(rs)
+    caches = {}
+    for key, members in groups.items():
+        widest = max(members, key=lambda r: r.params.consecutive_windows).params
+        cards = [plans[r.version].cards for r in members]
+        union = None if any(c is None for c in cards) else sorted(
+            {card for c in cards for card in c or ()})
+        candidates = sorted({j for r in members
+                             for j, n in enumerate(plans[r.version].cover) if n > 0})
+        caches[key] = FeatureCache(db, widest, union, grid(start, end, widest.scan_interval),
+                                   candidates, chunk)
+    return caches
+
+
+def _one(db: Database, rs: RuleSet, start: datetime, end: datetime, plan: TickPlan | None,
+         cache: FeatureCache | None) -> tuple[ReplaySummary, list[NewPrediction] | None]:
+    """Walk one version and insert its predictions (pending; :func:`backfill` decides them).
+    None: nothing to replay, or replayed before (frozen: left as it is)."""
+    began = time.perf_counter()
+    ticks = grid(start, end, rs.params.scan_interval)
+    summary = ReplaySummary(rs.version, ticks=len(ticks), skipping=True)
+    if plan is None or cache is None or has_predictions(db, rs.version):
+        return summary, None
+    made, summary.evaluated_ticks = _walk(rs, ticks, plan, cache)
+    insert_rows(db, made)
+    summary.predictions = len(made)
+    summary.cards = None if plan.cards is None else len(plan.cards)
+    summary.seconds = time.perf_counter() - began
+    log.info("replayed %s (shared features): %d ticks evaluated, %d predictions in %.1f s",
+             rs.version, summary.evaluated_ticks, summary.predictions, summary.seconds)
+    return summary, made

@@ -1,0 +1,189 @@
+"""One calibration run: import (or reuse) the history, replay every candidate, choose on the
+train part, judge on the test part, report, and write the rule when it is better.
+
+The history goes into a backtest file exactly as ``backtest`` imports it (same inputs, same
+refusals of the live database). The base, every candidate and the baselines are replayed over
+the whole period by the shared replay (:func:`evaluator.backtest.batch.replay_versions`); each
+prediction keeps the tick it was decided at, so the train part can be read as of its end.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from evaluator.backtest.batch import replay_versions
+from evaluator.backtest.pipeline import BacktestOptions, backtest_file, write_json
+from evaluator.backtest.rulesets import Variant, baseline_variants
+from evaluator.calibrate.choose import Candidate, Objective, choose, meets, verdict
+from evaluator.calibrate.metrics import part_metrics, point
+from evaluator.calibrate.report import base_report, candidate_rows, entry, render_text
+from evaluator.calibrate.rulefile import write_rule
+from evaluator.calibrate.space import Space, candidates
+from evaluator.calibrate.split import Split, split_period
+from evaluator.config.rules import baseline_files, load_ruleset
+from evaluator.rules.ruleset import RuleSet
+from evaluator.store.backtest import finish_run
+from evaluator.store.db import Database
+from gpu_health.clock import Clock, rfc3339, system_clock
+from gpu_health.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrateOptions:
+    backtest: BacktestOptions  # input, file, period, costs; rule_files = (the base,)
+    space: Space
+    default_space: bool = True
+    train_fraction: float = 0.6
+    objective: Objective = field(default_factory=Objective)
+    min_test_faults: int = 20
+    write_rule: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What the replay gave: the versions and their metrics on both parts."""
+
+    base: RuleSet
+    found: list[Variant]
+    yardsticks: list[Variant]
+    split: Split
+    train: dict[str, dict[str, Any]]
+    seconds: float
+
+
+def run_calibrate(options: CalibrateOptions, *, clock: Clock = system_clock,
+                  out: TextIO | None = None) -> dict[str, Any]:
+    """Everything; returns the report (also written to ``--output`` and printed)."""
+    bt = options.backtest
+    base_file = bt.rule_files[0]
+    base = load_ruleset(base_file, env={})
+    found = _dedup([Variant(base), *candidates(base_file, base, options.space,
+                                               options.default_space)])
+    yardsticks = baseline_variants([Variant(base)], baseline_files(bt.rules_dir))
+    with backtest_file(bt, found, clock=clock) as (db, run_id, imported):
+        try:
+            split = split_period(imported.since, imported.until, options.train_fraction,
+                                 base.params.scan_interval)
+        except ValueError as exc:
+            raise ConfigError(f"--train-fraction: {exc}") from exc
+        run = _replay(db, base, found, yardsticks, split, bt)
+        report = _report(db, run, options, imported.info, clock)
+        finish_run(db, run_id, since=imported.since, until=imported.until, report=report)
+    report["rule_file"] = _maybe_write(options, run, report)
+    write_json(report, bt.output)
+    (out or sys.stdout).write(render_text(report))
+    return report
+
+
+def _dedup(found: list[Variant]) -> list[Variant]:
+    return list({v.ruleset.version: v for v in found}.values())
+
+
+def _replay(db: Database, base: RuleSet, found: list[Variant], yardsticks: list[Variant],
+            split: Split, bt: BacktestOptions) -> _Run:
+    began = time.perf_counter()
+    rulesets = [v.ruleset for v in (*found, *yardsticks)]
+    replay_versions(db, rulesets, split.since, split.until,
+                    progress=lambda n, total: log.info("replayed %d of %d versions", n, total))
+    train = {rs.version: part_metrics(db, rs, split.train, bt.costs) for rs in rulesets}
+    return _Run(base, found, yardsticks, split, train, time.perf_counter() - began)
+
+
+def _report(db: Database, run: _Run, options: CalibrateOptions, info: dict[str, Any],
+            clock: Clock) -> dict[str, Any]:
+    base, costs = run.base, options.backtest.costs
+    ranked = sorted((Candidate(v.ruleset.version, len(_changed(base, v.ruleset)),
+                               run.train[v.ruleset.version]) for v in run.found),
+                    key=lambda c: _order(options.objective, c))
+    met = {c.version for c in ranked if meets(options.objective, c.train)}
+    pick = choose(options.objective, ranked)
+    rulesets = {v.ruleset.version: v.ruleset for v in (*run.found, *run.yardsticks)}
+
+    def test(rs: RuleSet) -> dict[str, Any]:
+        return part_metrics(db, rs, run.split.test, costs)
+
+    base_test = test(base)
+    chosen = None if pick is None else rulesets[pick.version]
+    chosen_test = None if chosen is None else test(chosen)
+    yard = [(v.ruleset, test(v.ruleset)) for v in run.yardsticks]
+    faults = base_test["first_fault"]["faulty_cards"]
+    status = verdict(
+        test_first_faults=faults, min_test_faults=options.min_test_faults,
+        objective=options.objective,
+        chosen=None if chosen is None or chosen_test is None else point(chosen.version,
+                                                                        chosen_test),
+        base=point(base.version, base_test),
+        baselines=[point(rs.version, m) for rs, m in yard])
+    return base_report(
+        generated_at=rfc3339(clock()), database=str(options.backtest.db_path),
+        period={"since": rfc3339(run.split.since), "until": rfc3339(run.split.until)},
+        split={"train_fraction": options.train_fraction,
+               "train": run.split.train.as_dict(
+                   run.train[base.version]["first_fault"]["faulty_cards"]),
+               "test": run.split.test.as_dict(faults)},
+        objective={**options.objective.as_dict(), "text": options.objective.text()},
+        min_test_faults=options.min_test_faults,
+        search={"default": options.default_space,
+                "space": dict(options.space), "candidates": len(run.found)},
+        costs=None if costs is None else costs.as_dict(),
+        verdict=status.as_dict(),
+        base=entry(base, base, run.train[base.version], base_test),
+        chosen=None if chosen is None else entry(chosen, base, run.train[chosen.version],
+                                                 chosen_test),
+        baselines=[entry(rs, base, run.train[rs.version], m) for rs, m in yard],
+        candidates=candidate_rows(run.found, ranked, met),
+        rule_file=None, input=info, replay={"seconds": round(run.seconds, 2)},
+    )
+
+
+def _changed(base: RuleSet, other: RuleSet) -> list[str]:
+    a, b = base.params.frozen_dict(), other.params.frozen_dict()
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def _order(objective: Objective, c: Candidate) -> tuple[int, float, float, int, str]:
+    """Candidates as the report lists them: those meeting the objective first, best first."""
+    first, saved = c.train["first_fault"], c.train["gpu_hours_saved"]
+    key = (saved if objective.kind == "cost" else first["recall"]) or 0.0
+    return (0 if meets(objective, c.train) else 1, -key, -(first["precision"] or 0.0),
+            c.changes, c.version)
+
+
+def _maybe_write(options: CalibrateOptions, run: _Run, report: dict[str, Any]) -> str | None:
+    """The rule file, written only for a ``better`` verdict."""
+    if options.write_rule is None or report["verdict"]["status"] != "better":
+        return None
+    chosen = next(v.ruleset for v in run.found
+                  if v.ruleset.version == report["chosen"]["version"])
+    return str(write_rule(options.write_rule, chosen, header(report)))
+
+
+def header(report: dict[str, Any]) -> list[str]:
+    """The comment block of the written rule: data, split, objective, numbers."""
+    from evaluator.calibrate.report import describe
+
+    split, chosen, base = report["split"], report["chosen"], report["base"]
+    changed = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in chosen["changes"].items())
+    return [
+        f"gpu-health rule set calibrated by `gpu-health-evaluator calibrate` "
+        f"({report['generated_at']}).",
+        f"Base: {base['version']}; changed: {changed}.",
+        f"Data: {report['input'].get('summary', report['input'].get('kind'))}.",
+        f"Split by time: train {split['train']['since']} .. {split['train']['until']} "
+        f"({split['train']['first_faults']} first faults), test {split['test']['since']} .. "
+        f"{split['test']['until']} ({split['test']['first_faults']} first faults).",
+        f"Objective: {report['objective']['text']} (train part only).",
+        f"Train: {describe(chosen['train'])}.",
+        f"Test (not tuned on): {describe(chosen['test'])}.",
+        f"Base on test: {describe(base['test'])}.",
+        f"Verdict: {report['verdict']['reason']}.",
+        "Run it as a shadow (rules.shadow) before making it active; docs/calibration.md.",
+        "Frozen once it has predictions: to change a threshold, make a new version.",
+    ]

@@ -1,0 +1,64 @@
+"""What a calibration searches: ``--search name=v1,v2`` items, or the default space (pure).
+
+Candidates are effective versions made by the override mechanism the live evaluator and the
+backtest's ``--sweep`` use (:func:`evaluator.backtest.rulesets.variants`): each combination that
+changes a frozen parameter is ``<base>+p<hash>`` and is replayed in the same file beside the
+others. Only frozen single-valued parameters can be searched.
+
+The default space covers the three trend thresholds of the correctable-ECC growth signal,
+4 x 4 x 3 = 48 candidates:
+
+- ``min_increase`` 4, 8, 16, 32: how many new correctable errors the last growth window needs
+  (v1/v2 ship 32);
+- ``ratio`` 1.2, 1.6, 2, 3: how far above the baseline mean rate that window must be;
+- ``consecutive_windows`` 1, 2, 3: how many windows must rise strictly (1: no shape gate).
+
+The growth window, the baseline span and the hit window stay as the base has them: they change
+what a prediction means (and what its precision is measured against), not how eager the rule
+is, so changing them is a decision for an operator, who can still search them explicitly.
+Combinations the base cannot take (a ratio above baseline / growth window) are left out of the
+default space; an explicit ``--search`` value the rule cannot take is an error, as in a sweep.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from evaluator.backtest.rulesets import Variant, parse_sweeps, variants
+from evaluator.rules.params import cross_problems
+from evaluator.rules.ruleset import RuleSet
+
+DEFAULT_SPACE: Final[tuple[tuple[str, list[str]], ...]] = (
+    ("min_increase", ["4", "8", "16", "32"]),
+    ("ratio", ["1.2", "1.6", "2", "3"]),
+    ("consecutive_windows", ["1", "2", "3"]),
+)
+
+Space = list[tuple[str, list[str]]]
+
+
+def parse_space(items: Sequence[str]) -> tuple[Space, bool]:
+    """The ``--search`` items (ConfigError lists every problem), or the default space; and
+    whether it is the default."""
+    if not items:
+        return [(k, list(v)) for k, v in DEFAULT_SPACE], True
+    return parse_sweeps(items), False
+
+
+def candidates(base_file: Path, base: RuleSet, space: Space, default: bool) -> list[Variant]:
+    """Every combination as a version; the default space drops those the base cannot take."""
+    if not default:
+        return variants([base_file], space)
+    keys = [k for k, _ in space]
+    found: dict[str, Variant] = {}
+    for combo in itertools.product(*(values for _, values in space)):
+        values = base.params.as_dict() | {
+            k: (float(v) if k == "ratio" else int(v)) for k, v in zip(keys, combo, strict=True)}
+        if cross_problems(values):
+            continue
+        for v in variants([base_file], [(k, [x]) for k, x in zip(keys, combo, strict=True)]):
+            found.setdefault(v.ruleset.version, v)
+    return list(found.values())

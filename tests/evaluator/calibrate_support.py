@@ -1,0 +1,107 @@
+"""A synthetic fleet with a planted precursor, for the calibration tests and bench/calibrate.py.
+
+Seeded and described by its events, like a fleet's own history would be (every card observed
+for the whole period; the events become counter histories through the events importer's code,
+:func:`evaluator.backtest.events.history`, and rows through the live write rule's closed form):
+
+- ``ramp`` (30% of the cards): the correctable-error count grows for two weeks, each day a few
+  more errors than the day before (from about one a day to 10-25 a day, a card's own slope with
+  noise), then an uncorrectable error. The shipped v1/v2 thresholds (32 new errors a day, three
+  rising days) see few of them; a lower magnitude gate sees most;
+- ``ramp-survives`` (5%): the same ramp without a fault afterwards (a true rule still misses);
+- ``sudden`` (7%): an uncorrectable error with no correctable error before it (no rule on
+  correctable errors can see it coming);
+- ``noisy`` (25%): correctable errors at a steady random rate (0.5-3 a day) plus, now and then,
+  a burst of 8-80 in an hour (what makes eager thresholds imprecise);
+- ``quiet``: nothing at all.
+
+Fault days fall between day 20 and five days before the end, so both parts of a time split hold
+faults.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from evaluator.backtest.events import CardHistory, Kind, history
+from evaluator.backtest.history import write_histories
+from evaluator.store.backtest import open_backtest, start_run
+from evaluator.store.db import Database
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+Events = list[tuple[float, Kind]]
+
+
+def _spread(rng: random.Random, day: float, n: int) -> list[float]:
+    return sorted(day + rng.random() for _ in range(max(0, n)))
+
+
+def _ramp(rng: random.Random, fault_day: float) -> Events:
+    slope = rng.uniform(0.7, 1.8)
+    events: Events = []
+    for k in range(14):  # k = 0: 14 days before the fault
+        n = round(slope * (k + 1) + rng.gauss(0, 1))
+        events += [(t, "corrected") for t in _spread(rng, fault_day - 14 + k, n)]
+    return events
+
+
+def _noisy(rng: random.Random, days: int) -> Events:
+    rate = rng.uniform(0.5, 3)
+    events: Events = []
+    for day in range(days):
+        events += [(t, "corrected") for t in _spread(rng, day, _poisson(rng, rate))]
+        if rng.random() < 1 / 30:
+            at = day + rng.random()
+            events += [(at + i / 1440, "corrected") for i in range(rng.randint(8, 80))]
+    return events
+
+
+def _poisson(rng: random.Random, rate: float) -> int:
+    count, t = 0, rng.expovariate(rate)
+    while t < 1:
+        count, t = count + 1, t + rng.expovariate(rate)
+    return count
+
+
+def card_events(c: int, days: int, seed: int) -> tuple[str, Events]:
+    """(profile, [(day, kind)]) of card ``c``."""
+    rng = random.Random(seed * 1_000_003 + c)
+    h = (c * 7919) % 100
+    fault = rng.uniform(20, days - 5)
+    if h < 30:
+        return "ramp", [*_ramp(rng, fault), (fault, "uncorrected")]
+    if h < 35:
+        return "ramp-survives", _ramp(rng, fault)
+    if h < 42:
+        return "sudden", [(fault, "uncorrected")]
+    if h < 67:
+        return "noisy", _noisy(rng, days)
+    return "quiet", []
+
+
+def precursor_fleet(cards: int, days: int, *, step: timedelta,
+                    seed: int = 11) -> tuple[list[CardHistory], dict[str, int]]:
+    """Histories of ``cards`` cards on 8-GPU nodes, all observed for ``days`` days."""
+    histories, profiles = [], {}
+    for c in range(cards):
+        profile, events = card_events(c, days, seed)
+        profiles[profile] = profiles.get(profile, 0) + 1
+        histories.append(history(
+            f"node-{c // 8:04d}", c % 8, profile,
+            [(START + timedelta(days=t), kind) for t, kind in events],
+            start=START, stop=START + timedelta(days=days), step=step))
+    return histories, profiles
+
+
+def write_fleet(path: Path, cards: int, days: int, *, step: timedelta,
+                keepalive: timedelta = timedelta(minutes=5), seed: int = 11) -> int:
+    """A backtest file holding the fleet (what ``--db`` of an earlier import reads)."""
+    histories, _ = precursor_fleet(cards, days, step=step, seed=seed)
+    db: Database = open_backtest(path, live=(), importing=True)
+    try:
+        start_run(db, now=datetime.now(UTC), kind="synthetic", source=None, options={})
+        return write_histories(db, histories, step=step, keepalive=keepalive)
+    finally:
+        db.close()
