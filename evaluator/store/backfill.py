@@ -56,9 +56,9 @@ _PEND: Final = """
                 FROM gpu_health_predictions
                 WHERE status = 'pending' AND t0 < $now{only}) AS p0) AS p1"""
 
-_PENDING_VERSIONS: Final = f"""
+_PENDING_VERSIONS: Final = """
 SELECT p.rule_version, min(p.tail_from), any_value(r.params_json), min(p.lead_end)
-FROM ({{pend}}) p
+FROM ({pend}) p
 LEFT JOIN gpu_health_rule_versions r ON r.version = p.rule_version
 GROUP BY p.rule_version
 """

@@ -84,7 +84,8 @@ def card_events(c: int, days: int, seed: int) -> tuple[str, Events]:
 def precursor_fleet(cards: int, days: int, *, step: timedelta,
                     seed: int = 11) -> tuple[list[CardHistory], dict[str, int]]:
     """Histories of ``cards`` cards on 8-GPU nodes, all observed for ``days`` days."""
-    histories, profiles = [], {}
+    histories: list[CardHistory] = []
+    profiles: dict[str, int] = {}
     for c in range(cards):
         profile, events = card_events(c, days, seed)
         profiles[profile] = profiles.get(profile, 0) + 1
