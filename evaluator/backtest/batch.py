@@ -5,11 +5,10 @@ alone: its own feature statements, one insert per tick that made a prediction an
 per tick that can decide one (about 2 minutes for 192 cards x 150 days). Here:
 
 - **features are shared** by the versions of one *feature group* (same growth window, baseline
-  span, boundary age and scan interval: the boundary values only depend on those). They are
-  extracted once per tick, with the group's largest ``consecutive_windows``, for the cards any
-  version of the group can fire for, and cut to each version's ``k`` (``corrected[i]`` is at
-  ``t0 - i g`` whatever ``k`` is). A version asks for the ticks its own plan picks; a tick
-  already extracted for another version costs nothing;
+  span, boundary age and scan interval: the boundary values only depend on those), read once
+  per tick (:mod:`evaluator.backtest.feature_cache`) and cut to each version's ``k``; a cheap
+  necessary condition (:func:`evaluator.rules.signals.could_fire`) spares most rows the full
+  :func:`decide`;
 - **predictions are made in memory**: each version walks its own :class:`TickPlan` (from its
   own ``min_increase``), decides with the live :func:`decide`, and applies the insert's
   one-open-window rule itself (a card whose window ends after the new t0 gets nothing), then
@@ -33,28 +32,26 @@ import logging
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from evaluator.backtest.activity import KNOWN_SIGNALS, TickPlan, bucket_ranges, bucket_windows
 from evaluator.backtest.activity import tick_grid as grid
-from evaluator.backtest.replay import DEFAULT_CHUNK, HORIZON, ReplaySummary
+from evaluator.backtest.feature_cache import Card, FeatureCache
+from evaluator.backtest.replay import DEFAULT_CHUNK, ReplaySummary
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.outcome import Outcome, WindowObservation, classify
 from evaluator.rules.params import RuleParams
 from evaluator.rules.ruleset import RuleSet
-from evaluator.rules.signals import SIGNALS, could_fire, decide
+from evaluator.rules.signals import SIGNALS, decide
 from evaluator.store.backfill import observe_pending
 from evaluator.store.backtest_queries import active_ranges
 from evaluator.store.db import Database
-from evaluator.store.features import card_features
 from evaluator.store.predictions import NewPrediction, insert_rows, prediction_id, resolve_each
 from evaluator.store.rule_versions import register_ruleset
-from gpu_health.contract import SOURCE_REAL
 
 log = logging.getLogger(__name__)
 
-Card = tuple[str, int]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 Progress = Callable[[int, int], None]
@@ -64,60 +61,6 @@ def group_key(params: RuleParams) -> tuple[int, int, int, float]:
     """What the features depend on besides ``consecutive_windows``."""
     return (params.growth_window_hours, params.baseline_days, params.boundary_max_age_minutes,
             params.scan_interval_minutes)
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One card's features at one tick, with what every version's quick test needs."""
-
-    card: Card
-    features: CardFeatures
-    always: bool  # a strong, pending-remap or retired-page signal may fire: decide in full
-    increase: int | None  # the last growth window's correctable increase (None: unknown)
-
-
-def entry(f: CardFeatures, unreachable: RuleParams) -> Entry:
-    """Split :func:`could_fire` into its threshold-free part (``unreachable``: parameters
-    whose ``min_increase`` no growth reaches) and the increase it compares with
-    ``min_increase``, the only threshold it reads."""
-    c = f.corrected
-    increase = c[0] - c[1] if len(c) > 1 and c[0] is not None and c[1] is not None else None
-    return Entry((f.node_id, f.gpu_index), f, could_fire(f, unreachable), increase)
-
-
-@dataclass(slots=True)
-class FeatureCache:
-    """The features of one group's cards at its candidate ticks (widest ``k``), extracted in
-    order, ``chunk`` candidate ticks per statement, as versions ask for them."""
-
-    db: Database
-    params: RuleParams
-    cards: list[Card] | None
-    ticks: list[datetime]
-    candidates: list[int]  # tick indexes at which some version of the group may fire
-    chunk: int = DEFAULT_CHUNK
-    at: dict[datetime, list[Entry]] = field(default_factory=dict)
-    statements: int = 0
-
-    def entries(self, j: int) -> list[Entry]:
-        """Tick ``j``'s entries; when missing, those of the next candidate ticks from it
-        (within ``HORIZON``: one statement reads a narrow time range)."""
-        now = self.ticks[j]
-        if now not in self.at:
-            chosen = [now]
-            for k in self.candidates[bisect_left(self.candidates, j + 1):]:
-                t = self.ticks[k]
-                if len(chosen) >= self.chunk or t >= now + HORIZON:
-                    break
-                if t not in self.at:
-                    chosen.append(t)
-            self.at.update((t, []) for t in chosen)
-            unreachable = replace(self.params, min_increase=2**62)
-            for f in card_features(self.db, chosen, SOURCE_REAL, self.params,
-                                   chunk=len(chosen), cards=self.cards):
-                self.at[f.at].append(entry(f, unreachable))
-            self.statements += 1
-        return self.at[now]
 
 
 def _plan(db: Database, ruleset: RuleSet, ticks: list[datetime],
@@ -142,8 +85,9 @@ def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan,
     """The predictions :func:`replay` would insert, and how many ticks were evaluated."""
     params, k = ruleset.params, ruleset.params.consecutive_windows
     cut = k < cache.params.consecutive_windows
-    # :func:`could_fire` is a necessary condition of the signals it knows; with others in the
-    # table every card is decided in full.
+    # The quick test (:func:`evaluator.rules.signals.could_fire`, split by :func:`entry`) is a
+    # necessary condition of the signals it knows; with others in the table every card is
+    # decided in full.
     quick = {s.name for s in SIGNALS} <= KNOWN_SIGNALS
     least = params.min_increase if quick else -2**62
     window = timedelta(days=params.window_days)
@@ -155,16 +99,16 @@ def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan,
         for e in cache.entries(j):
             if not (e.always or not quick or (e.increase is not None and e.increase >= least)):
                 continue
-            f = e.features
             # The insert's rule: no new window while one of the card's ends after its t0.
-            if plan.blocked(e.card, j) or open_until.get(e.card, f.t0) > f.t0:
+            if plan.blocked(e.card, j) or open_until.get(e.card, e.t0) > e.t0:
                 continue
+            f = e.features(cache.params)
             d = decide(replace(f, corrected=f.corrected[:k + 1]) if cut else f, params)
             if d is None:
                 continue
             made.append(_row(d.features, d.signal, d.layer, d.evidence, ruleset, ticks[j]))
-            open_until[e.card] = f.t0 + window
-            plan.block(e.card, j, bisect_left(ticks, f.t0 + window))
+            open_until[e.card] = e.t0 + window
+            plan.block(e.card, j, bisect_left(ticks, e.t0 + window))
         i = j + 1
     return made, evaluated
 

@@ -21,6 +21,7 @@ from evaluator.rules.ruleset import RuleSet
 from evaluator.stats.document import stats_document
 from evaluator.store.backtest_queries import lead_times
 from evaluator.store.db import Database
+from evaluator.store.sample_facts import SampleFacts, sample_facts
 from evaluator.store.stats import raw_stats
 from gpu_health.contract import SOURCE_REAL
 
@@ -28,13 +29,34 @@ FIELDS: Final = ("predictions", "matured", "precision", "precision_ci95", "recal
                  "recall_ci95", "faulty_cards", "predicted_faulty_cards", "sufficient", "note")
 
 
-def part_metrics(db: Database, ruleset: RuleSet, part: Part,
-                 costs: Costs | None) -> dict[str, Any]:
+class PartFacts:
+    """The sample-derived statistics of each part and fault definition, read once for every
+    version measured on it (:func:`evaluator.store.sample_facts.sample_facts`)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._facts: dict[tuple[str, tuple[int, ...]], SampleFacts] = {}
+
+    def of(self, part: Part, fault_xids: tuple[int, ...]) -> SampleFacts:
+        key = (part.name, fault_xids)
+        if key not in self._facts:
+            cards = [(str(n), int(i), None if u is None else str(u)) for n, i, u in
+                     self.db.fetchall("SELECT DISTINCT node_id, gpu_index, gpu_uuid FROM "
+                                      "gpu_health_predictions")]
+            self._facts[key] = sample_facts(self.db, since=part.since, until=part.until,
+                                            source=SOURCE_REAL, nodes=None,
+                                            fault_xids=fault_xids, evidence_of=cards)
+        return self._facts[key]
+
+
+def part_metrics(db: Database, ruleset: RuleSet, part: Part, costs: Costs | None,
+                 facts: PartFacts | None = None) -> dict[str, Any]:
     """The version's own predictions and the part's faults, per class (see module doc)."""
     window = ruleset.params.window_days
+    xids = tuple(sorted(set(ruleset.params.fault_xids)))
     raw = raw_stats(db, since=part.since, until=part.until, source=SOURCE_REAL, nodes=None,
-                    fault_xids=ruleset.params.fault_xids, rule_version=ruleset.version,
-                    as_of=part.as_of)
+                    fault_xids=xids, rule_version=ruleset.version, as_of=part.as_of,
+                    facts=None if facts is None else facts.of(part, xids))
     doc = stats_document(raw, source=SOURCE_REAL, since=part.since, until=part.until,
                          ruleset=ruleset)
     own = next(w for w in doc["windows"] if w["window_days"] == window)

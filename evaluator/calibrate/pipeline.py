@@ -20,7 +20,7 @@ from evaluator.backtest.batch import replay_versions
 from evaluator.backtest.pipeline import BacktestOptions, backtest_file, write_json
 from evaluator.backtest.rulesets import Variant, baseline_variants
 from evaluator.calibrate.choose import Candidate, Objective, choose, meets, verdict
-from evaluator.calibrate.metrics import part_metrics, point
+from evaluator.calibrate.metrics import PartFacts, part_metrics, point
 from evaluator.calibrate.report import base_report, candidate_rows, entry, render_text
 from evaluator.calibrate.rulefile import write_rule
 from evaluator.calibrate.space import Space, candidates
@@ -56,6 +56,7 @@ class _Run:
     split: Split
     train: dict[str, dict[str, Any]]
     seconds: float
+    facts: PartFacts
 
 
 def run_calibrate(options: CalibrateOptions, *, clock: Clock = system_clock,
@@ -92,8 +93,9 @@ def _replay(db: Database, base: RuleSet, found: list[Variant], yardsticks: list[
     rulesets = [v.ruleset for v in (*found, *yardsticks)]
     replay_versions(db, rulesets, split.since, split.until,
                     progress=lambda n, total: log.info("replayed %d of %d versions", n, total))
-    train = {rs.version: part_metrics(db, rs, split.train, bt.costs) for rs in rulesets}
-    return _Run(base, found, yardsticks, split, train, time.perf_counter() - began)
+    facts = PartFacts(db)
+    train = {rs.version: part_metrics(db, rs, split.train, bt.costs, facts) for rs in rulesets}
+    return _Run(base, found, yardsticks, split, train, time.perf_counter() - began, facts)
 
 
 def _report(db: Database, run: _Run, options: CalibrateOptions, info: dict[str, Any],
@@ -107,7 +109,7 @@ def _report(db: Database, run: _Run, options: CalibrateOptions, info: dict[str, 
     rulesets = {v.ruleset.version: v.ruleset for v in (*run.found, *run.yardsticks)}
 
     def test(rs: RuleSet) -> dict[str, Any]:
-        return part_metrics(db, rs, run.split.test, costs)
+        return part_metrics(db, rs, run.split.test, costs, run.facts)
 
     base_test = test(base)
     chosen = None if pick is None else rulesets[pick.version]

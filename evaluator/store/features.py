@@ -60,17 +60,24 @@ def card_features(
     """Features of every evaluable card of ``source`` at each time in ``at`` (aware UTC),
     ordered by (at, node_id, gpu_index). ``chunk`` evaluation times go into one statement.
     ``cards``: only these (node, index) cards (None: all)."""
+    return [row_to_features(row, source, params)
+            for row in feature_rows(db, at, source, params, chunk=chunk, cards=cards)]
+
+
+def feature_rows(db: Database, at: Sequence[datetime], source: str, params: RuleParams, *,
+                 chunk: int = 48, cards: Sequence[tuple[str, int]] | None = None) -> list[Any]:
+    """The rows :func:`card_features` builds its features from (naive UTC times; a replay
+    that decides few of them converts only those, :func:`row_to_features`)."""
     times = sorted({to_naive_utc(t) for t in at})
     size = max(1, chunk)
-    result: list[CardFeatures] = []
+    result: list[Any] = []
     for start in range(0, len(times), size):
         part = times[start:start + size]
         slices = _slices(part[0], part[-1], params)
         values = _params(part, slices, source, params) | _hour_counts(db, part[0], params)
         if cards is not None:
             values |= {"card_nodes": [c[0] for c in cards], "card_idx": [c[1] for c in cards]}
-        rows = _fetch(db, params, len(slices), cards is not None, values)
-        result += [_row_to_features(row, source, params) for row in rows]
+        result += _fetch(db, params, len(slices), cards is not None, values)
     return result
 
 
@@ -141,7 +148,8 @@ def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _row_to_features(row: Sequence[Any], source: str, params: RuleParams) -> CardFeatures:
+def row_to_features(row: Sequence[Any], source: str, params: RuleParams) -> CardFeatures:
+    """One row of :func:`feature_rows` as the engine's features."""
     at, node_id, gpu_index, gpu_uuid, t0, n_corr, *rest = row
     n_offsets = params.consecutive_windows + 2
     corr, (unc0, fail0, pend0, pend1, ret0, ret1) = rest[:n_offsets], rest[n_offsets:]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +21,10 @@ from evaluator.store import Database
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_prediction, build_dataset
 from tests.evaluator.ingest_support import FakeClock
+from tests.evaluator.backtest_support import v1
 from tests.evaluator.rules_support import ruleset
+
+SHADOW = v1(min_increase=8)
 
 PROMTOOL = "/usr/bin/promtool"
 
@@ -178,3 +182,27 @@ async def test_the_service_serves_the_snapshot_and_the_resolve_route(tmp_path: P
         async with client.post("/api/v1/gpu-health/alerts/n1/resolve",
                                json={"reason": "checked"}) as response:
             assert response.status == 200, await response.text()
+
+
+def test_shadow_versions_get_their_own_series_beside_the_active_one(db: Database) -> None:
+    for i in range(3):
+        add_prediction(db, f"shadow-{i}", "n2", 0, NOW - timedelta(days=2 + i), status="hit",
+                       rule_version=SHADOW.version, shadow=True)
+    active = ruleset(stats_min_matured=2, stats_min_observed_days=1)
+    shadow = replace(SHADOW, params=replace(active.params, stats_min_matured=2))
+    registry = CollectorRegistry()
+    state = PredictionState(db, FakeClock(NOW), ruleset=active, retention_days=180,
+                            registry=registry, shadows=(shadow,))
+    state.collector.snapshot = compute_snapshot(db, NOW, ruleset=active, shadows=(shadow,))
+    text = generate_latest(registry).decode()
+    own = (f'class="all",role="shadow",rule_version="{shadow.version}",window_days="7"')
+    assert f"gpu_health_prediction_version_matured{{{own}}} 3.0" in text
+    assert f"gpu_health_prediction_version_precision{{{own}}} 1.0" in text
+    assert f"gpu_health_prediction_version_precision_ci95_lower{{{own}}}" in text
+    assert f'role="active",rule_version="{active.version}"' in text
+    # the default families count the active version's predictions only
+    assert 'gpu_health_prediction_outcomes{status="hit",window_days="7"} 1.0' in text
+    check_promtool(text)
+    # without shadow versions nothing per version is computed or shown
+    plain, _ = exposition(db)
+    assert lines(plain, "gpu_health_prediction_version_matured") == []

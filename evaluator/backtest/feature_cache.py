@@ -1,0 +1,98 @@
+"""The shared replay's features: one group's feature rows per tick, read once for all its
+versions (:mod:`evaluator.backtest.batch`).
+
+A *feature group* is the versions with the same growth window, baseline span, boundary age and
+scan interval: their boundary values are the same. The rows are read with the group's largest
+``consecutive_windows`` (``corrected[i]`` is at ``t0 - i g`` whatever ``k`` is, so each
+version cuts the tuple to its own), for the union of the cards any version of the group can
+fire for, at the union of their candidate ticks (before any window blocks them), ``chunk``
+ticks per statement in time order. Each row carries what a version's quick test needs (the
+threshold-free part of :func:`evaluator.rules.signals.could_fire` and the increase it compares
+with ``min_increase``); features are built only for the rows a version must decide in full.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from evaluator.backtest.replay import DEFAULT_CHUNK, HORIZON
+from evaluator.rules.model import CardFeatures
+from evaluator.rules.params import RuleParams
+from evaluator.store.db import Database
+from evaluator.store.features import feature_rows, row_to_features
+from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.contract import SOURCE_REAL
+
+Card = tuple[str, int]
+
+
+@dataclass(slots=True)
+class Entry:
+    """One card's feature row at one tick, with what every version's quick test needs; the
+    features themselves are built only for a version that must decide in full."""
+
+    card: Card
+    t0: datetime
+    always: bool  # a strong, pending-remap or retired-page signal may fire: decide in full
+    increase: int | None  # the last growth window's correctable increase (None: unknown)
+    row: Any
+    built: CardFeatures | None = None
+
+    def features(self, params: RuleParams) -> CardFeatures:
+        if self.built is None:
+            self.built = row_to_features(self.row, SOURCE_REAL, params)
+        return self.built
+
+
+def entry(row: Any, k: int) -> Entry:
+    """The quick test's inputs, read off a :func:`feature_rows` row (its layout: at, node,
+    index, UUID, t0, baseline samples, C(t0 - i g) for i in 0..k, C(t0 - B), then the
+    uncorrectable count, remap failure, pending remaps now and before, retired pages now and
+    before): the threshold-free part of :func:`could_fire` and the increase it compares with
+    ``min_increase``, its only threshold."""
+    c0, c1 = row[6], row[7]
+    unc, fail, pend, pend_before, ret, ret_before = row[7 + k + 1:7 + k + 7]
+    always = (unc or 0) > 0 or (fail or 0) > 0 or any(
+        now is not None and before is not None and now > before and now > 0
+        for now, before in ((pend, pend_before), (ret, ret_before)))
+    increase = None if c0 is None or c1 is None else int(c0) - int(c1)
+    return Entry((str(row[1]), int(row[2])), from_naive_utc(row[4]), always, increase, row)
+
+
+@dataclass(slots=True)
+class FeatureCache:
+    """The feature rows of one group's cards at its candidate ticks (widest ``k``), read in
+    order, ``chunk`` candidate ticks per statement, as versions ask for them."""
+
+    db: Database
+    params: RuleParams
+    cards: list[Card] | None
+    ticks: list[datetime]
+    candidates: list[int]  # tick indexes at which some version of the group may fire
+    chunk: int = DEFAULT_CHUNK
+    at: dict[datetime, list[Entry]] = field(default_factory=dict)
+    statements: int = 0
+
+    def entries(self, j: int) -> list[Entry]:
+        """Tick ``j``'s entries; when missing, those of the next candidate ticks from it
+        (within ``HORIZON``: one statement reads a narrow time range)."""
+        now = self.ticks[j]
+        if now not in self.at:
+            chosen = [now]
+            for k in self.candidates[bisect_left(self.candidates, j + 1):]:
+                t = self.ticks[k]
+                if len(chosen) >= self.chunk or t >= now + HORIZON:
+                    break
+                if t not in self.at:
+                    chosen.append(t)
+            self.at.update((t, []) for t in chosen)
+            naive = {to_naive_utc(t): t for t in chosen}
+            k = self.params.consecutive_windows
+            for row in feature_rows(self.db, chosen, SOURCE_REAL, self.params,
+                                    chunk=len(chosen), cards=self.cards):
+                self.at[naive[row[0]]].append(entry(row, k))
+            self.statements += 1
+        return self.at[now]
