@@ -33,6 +33,7 @@ bench: install
 	$(BIN)/python -m bench.api --quick
 	$(BIN)/python -m bench.dashboard_snapshot --quick
 	$(BIN)/python -m bench.backtest --quick
+	$(BIN)/python -m bench.calibrate --quick
 	$(BIN)/python -m bench.prometheus_source --quick
 
 clean:

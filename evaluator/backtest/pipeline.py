@@ -104,14 +104,14 @@ def backtest_file(options: BacktestOptions, found: Sequence[Variant], *,
         run_id = start_run(db, now=clock(), kind=_kind(options.source),
                            source=_where(options.source), options=_options_json(options))
         try:
-            imported = _import(db, options, found, events)
+            imported = _clip(_import(db, options, found, events), options)
         except BaseException:
             if created:  # nothing of a failed import is worth keeping
                 db.close()
                 closed = True
                 _remove(options.db_path)
             raise
-        yield db, run_id, _clip(imported, options)
+        yield db, run_id, imported
     finally:
         if not closed:
             db.close()
@@ -208,13 +208,15 @@ def _import(db: Database, options: BacktestOptions, found: Sequence[Variant],
         return Imported(prometheus_info(source, stats, db, options.keepalive),
                         source.since, source.until)
     period = imported_period(db)
+    lo, hi, rows = sample_span(db)
     if period is None:
-        lo, hi, _ = sample_span(db)
         if lo is None or hi is None:
             raise BacktestError(f"{options.db_path} holds no samples to replay")
         period = (lo, hi)
     info = imported_assumptions(db) or {"kind": "replay", "assumptions": []}
-    return Imported({**info, "replayed_from": str(options.db_path)}, *period)
+    summary = info.get("summary") or f"the {rows} samples already in {options.db_path}"
+    return Imported({**info, "replayed_from": str(options.db_path), "summary": summary},
+                    *period)
 
 
 def import_events(db: Database, source: EventsSource, events: EventFile,

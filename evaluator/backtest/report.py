@@ -199,7 +199,9 @@ def compare_with_baselines(row: dict[str, Any], baselines: Sequence[dict[str, An
     if beaten:
         row["flag"] = "a baseline beats it: " + "; ".join(beaten)
     elif results and all(c.by == "not_comparable" for _, c in results):
-        row["flag"] = "; ".join(dict.fromkeys(c.reason for _, c in results))
+        parts = (part for _, c in results
+                 for part in c.reason.removeprefix("not comparable: ").split("; "))
+        row["flag"] = "not comparable with any baseline: " + "; ".join(dict.fromkeys(parts))
     else:
         row["flag"] = None
 

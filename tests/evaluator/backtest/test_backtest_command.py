@@ -172,3 +172,41 @@ def test_a_live_evaluator_refuses_a_backtest_file(tmp_path: Path) -> None:
     assert db.fetchone("SELECT count(*) FROM gpu_health_samples")[0] == 1
     assert db.fetchone("SELECT count(*) FROM gpu_health_rule_versions")[0] == 0
     db.close()
+
+
+def test_events_replay_one_part_with_costs(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """``--since``/``--until`` with ``--events``: the whole file is imported, one part of it
+    replayed and measured; the costs add GPU-hours saved and a column."""
+    out = tmp_path / "r.json"
+    since = T0 + timedelta(days=2)
+    assert run(tmp_path, "--db", str(tmp_path / "bt.duckdb"), *events_args(tmp_path),
+               "--since", since.isoformat(), "--output", str(out), "--no-baselines",
+               "--cost-failure", "100", "--cost-mitigation", "2",
+               "--mitigation-time", "30m") == 0
+    assert "GPU-h saved" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["period"]["since"] == "2026-02-03T00:00:00Z"
+    assert report["input"]["replayed_period"]["since"] == since.isoformat()
+    assert report["input"]["cards"] == 2  # imported whole
+    [version] = report["versions"]
+    # DSA2's fault (day 1) lies before the part: only DSA1's (day 3) is in it
+    assert version["faulty_cards"] == 1
+    assert report["costs"] == {"cost_failure_gpu_hours": 100.0,
+                               "cost_mitigation_gpu_hours": 2.0,
+                               "mitigation_time_seconds": 1800.0}
+    made = sum(version["predictions"].values())
+    saved = version["by_class"]["first_fault"]["gpu_hours_saved"] + \
+        version["by_class"]["repeat"]["gpu_hours_saved"]
+    assert version["gpu_hours_saved"] == saved
+    assert saved == 100 * version["by_class"]["first_fault"]["predicted_faulty_cards"] \
+        + 100 * version["by_class"]["repeat"]["predicted_faulty_cards"] - 2 * made
+
+
+def test_a_period_that_leaves_nothing_is_refused(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(tmp_path, "--db", str(tmp_path / "bt.duckdb"), *events_args(tmp_path),
+               "--since", (T0 + timedelta(days=400)).isoformat())
+    assert code == 2
+    assert "leave nothing of the history" in capsys.readouterr().err
+    assert not (tmp_path / "bt.duckdb").exists()  # a file made for nothing is not kept

@@ -354,3 +354,29 @@ def test_a_failed_history_import_is_undone_and_retried(vm: str, tmp_path: Path) 
             asyncio.run(s.app.close())
     finally:
         switch.stop()
+
+
+def test_the_history_replay_includes_the_shadow_versions(vm: str, tmp_path: Path) -> None:
+    eager = tmp_path / "v2-eager.yaml"
+    eager.write_text(RULES.read_text().replace("version: v2-ecc-xid", "version: v2-eager")
+                     .replace("min_increase: 32", "min_increase: 4"))
+    clock = Clock(START)
+    prom = {"url": vm, "metrics": "dcgm", "step": "60s", "lag": "2m", "max_catchup": "30m",
+            "history": "10d"}
+    config = parse_config({"storage": {"path": "shadow.duckdb"},
+                           "web": {"listen_address": "127.0.0.1:0"},
+                           "rules": {"shadow": ["v2-eager.yaml"]},
+                           "ingest": {"source": "prometheus", "prometheus": prom}}, base=tmp_path)
+    svc = build_service(config, {}, clock=clock, start_loops=False)
+
+    async def run() -> None:
+        await started(svc)
+        await svc.app.run_tick("alerts")
+
+    asyncio.run(run())
+    by_version = dict(table(svc.db, "SELECT rule_version, bool_and(shadow) FROM "
+                                    "gpu_health_predictions GROUP BY 1"))
+    assert by_version == {"v2-ecc-xid": False, "v2-eager": True}
+    assert table(svc.db, "SELECT count(*) FROM gpu_health_predictions p JOIN "
+                         "gpu_health_alerts a ON a.prediction_id = p.id WHERE p.shadow") == [(0,)]
+    asyncio.run(svc.app.close())
