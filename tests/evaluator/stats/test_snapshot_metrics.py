@@ -20,8 +20,8 @@ from evaluator.stats.snapshot import PredictionState, compute_snapshot
 from evaluator.store import Database
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_prediction, build_dataset
-from tests.evaluator.ingest_support import FakeClock
 from tests.evaluator.backtest_support import v1
+from tests.evaluator.ingest_support import FakeClock
 from tests.evaluator.rules_support import ruleset
 
 SHADOW = v1(min_increase=8)
