@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,7 @@ def test_shared_facts_give_the_same_statistics(tmp_path: Path) -> None:
                                  fault_xids=xids, evidence_of=cards)
             for rs in versions:
                 for as_of in (None, until - timedelta(days=3)):
-                    args = {"since": since, "until": until, "source": SOURCE_REAL,
+                    args: dict[str, Any] = {"since": since, "until": until, "source": SOURCE_REAL,
                             "nodes": None, "fault_xids": xids, "rule_version": rs.version,
                             "as_of": as_of}
                     assert raw_stats(db, **args, facts=facts) == raw_stats(db, **args)
