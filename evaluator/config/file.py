@@ -81,9 +81,7 @@ class DedupConfig:
 class RulesConfig:
     dir: Path = RULES_DIR
     active: str = DEFAULT_VERSION
-    # Rule files evaluated beside the active one (never alerted, out of the default
-    # statistics): how a calibrated version earns trust on live data (docs/calibration.md).
-    shadow: tuple[Path, ...] = ()
+    shadow: tuple[Path, ...] = ()  # run beside the active one, never alerted (calibration.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,8 +235,6 @@ def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesCon
     rules_text = c.optional_string(rules_raw, "dir", "rules.dir")
     rules_dir = RULES_DIR if rules_text is None else base / rules_text
     shadow = tuple(base / s for s in c.string_list(rules_raw, "shadow", "rules.shadow"))
-    if len(set(shadow)) != len(shadow):
-        c.problem("rules.shadow: a file is listed twice")
     return RulesConfig(rules_dir, active, shadow), None if tokens is None else base / tokens
 
 

@@ -1,4 +1,4 @@
-"""How a prediction-state snapshot reads on /metrics: one gauge family per number.
+"""A prediction-state snapshot and how it reads on /metrics: one gauge family per number.
 
 Every ratio the statistics report as null (not enough data) is ABSENT here, never 0, and so are
 its interval bounds; docs/dashboards.md lists the names. :func:`families` yields them in a fixed
@@ -8,6 +8,8 @@ order for :class:`evaluator.stats.snapshot.PredictionStateCollector`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -15,12 +17,27 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from gpu_health.contract import COUNTER_KEYS
 
 if TYPE_CHECKING:
-    from evaluator.stats.snapshot import Snapshot
+    from evaluator.rules.actions import Recommendation
+    from evaluator.store.api_queries import CardCapability
+    from evaluator.store.prediction_state import OpenPrediction
 
 DAY_SECONDS: Final = 86400.0
 P: Final = "gpu_health_"
 CARD_LABELS: Final = ["node", "gpu", "uuid"]
 OPEN_LABELS: Final = ["node", "gpu", "uuid", "rule_version", "signal", "layer", "window_days"]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    taken_at: datetime
+    duration_seconds: float
+    stats: dict[str, Any]  # evaluator.stats.prediction_stats(source="real")
+    cards: tuple[CardCapability, ...]
+    stalled: frozenset[tuple[str, int]]  # (node, gpu) with no sample for longer than the stall
+    open_predictions: tuple[OpenPrediction, ...]
+    actions: tuple[tuple[tuple[str, int, str | None], Recommendation], ...] = ()
+    # With shadow versions: (version, "active" | "shadow", that version's statistics alone)
+    versions: tuple[tuple[str, str, dict[str, Any]], ...] = ()
 
 
 def families(snapshot: Snapshot) -> Iterator[Metric]:

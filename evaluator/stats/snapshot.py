@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
@@ -21,11 +21,11 @@ from prometheus_client.registry import Collector
 
 from evaluator.rules.actions import ActionPolicy, Recommendation, recommend
 from evaluator.stats.document import prediction_stats
-from evaluator.stats.families import families
+from evaluator.stats.families import Snapshot, families
 from evaluator.store.actions import card_states
-from evaluator.store.api_queries import CardCapability, capabilities
+from evaluator.store.api_queries import capabilities
 from evaluator.store.db import Database
-from evaluator.store.prediction_state import OpenPrediction, open_predictions
+from evaluator.store.prediction_state import open_predictions
 from gpu_health.clock import Clock
 from gpu_health.contract import SOURCE_REAL
 
@@ -35,19 +35,6 @@ if TYPE_CHECKING:
 DEFAULT_REFRESH_SECONDS: Final = 60.0
 DEFAULT_STALL: Final = timedelta(minutes=60)
 DB_SHARE: Final = 10.0  # refresh at most every 10 x the last snapshot's duration
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    taken_at: datetime
-    duration_seconds: float
-    stats: dict[str, Any]  # evaluator.stats.prediction_stats(source="real")
-    cards: tuple[CardCapability, ...]
-    stalled: frozenset[tuple[str, int]]  # (node, gpu) with no sample for longer than the stall
-    open_predictions: tuple[OpenPrediction, ...]
-    actions: tuple[tuple[tuple[str, int, str | None], Recommendation], ...] = ()
-    # With shadow versions: (version, "active" | "shadow", that version's statistics alone)
-    versions: tuple[tuple[str, str, dict[str, Any]], ...] = ()
 
 
 def card_actions(db: Database, now: datetime, policy: ActionPolicy | None) -> tuple[

@@ -9,15 +9,21 @@ day by day 8, never 32: only the shadow, with min_increase 8, warns of it) and f
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
+
+import pytest
 
 from evaluator.backtest.activity import tick_grid
 from evaluator.backtest.rulesets import variants
+from evaluator.compose import build_service
+from evaluator.config.file import load_config
 from evaluator.stats.document import prediction_stats
 from evaluator.store import Database
 from evaluator.store.alerts import open_alerts, open_new_alerts
 from evaluator.store.api_queries import PredictionFilter, predictions_page
 from evaluator.store.prediction_state import open_predictions
 from evaluator.worker import Worker
+from gpu_health.errors import ConfigError
 from tests.conftest import NewDb
 from tests.evaluator.backtest_support import V1_FILE
 from tests.evaluator.rules_support import at, const, load, quadratic, ruleset, series, step
@@ -100,3 +106,19 @@ def test_default_statistics_and_listing_leave_shadows_out(new_db: NewDb) -> None
                                                  rule_version=shadow.version))
     assert {r["rule_version"] for r in only.rows} == {shadow.version}
     assert all(r["shadow"] is True for r in only.rows)
+
+
+def test_bad_shadow_lists_are_refused_with_every_problem(tmp_path: Path) -> None:
+    eager = tmp_path / "v1-eager.yaml"
+    eager.write_text(V1_FILE.read_text().replace("version: v1-ecc-growth", "version: v1-eager"))
+    config = tmp_path / "evaluator.yml"
+    config.write_text(f"storage:\n  path: {tmp_path / 'live.duckdb'}\n"
+                      f"rules:\n  active: v1-ecc-growth\n"
+                      f"  shadow: [v1-eager.yaml, v1-eager.yaml, {V1_FILE}, missing.yaml]\n")
+    with pytest.raises(ConfigError) as err:
+        build_service(load_config(config, {}), {}, start_loops=False)
+    text = str(err.value)
+    for needle in ("version v1-eager is listed twice", "is the active version v1-ecc-growth",
+                   "missing.yaml: cannot read"):
+        assert needle in text
+    assert not (tmp_path / "live.duckdb").exists()  # refused before the store is opened
