@@ -28,13 +28,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from evaluator.backtest.events import CardHistory, Kind, history
+from evaluator.backtest.events import CardHistory, Kind
 from evaluator.backtest.history import write_histories
 from evaluator.backtest.pipeline import replay_all
 from evaluator.backtest.report import build_report, render_text
 from evaluator.backtest.rulesets import variants
 from evaluator.main import main as evaluator_main
 from evaluator.store.backtest import open_backtest, start_run
+from tests.evaluator.calibrate_support import fleet_histories
 from tests.shared import REPO, SHARED
 
 V1 = REPO / "rules" / "v1-ecc-growth.yaml"
@@ -90,16 +91,7 @@ def card_events(c: int, days: float, seed: int) -> tuple[str, list[tuple[float, 
 def synthetic_fleet(cards: int, days: int, seed: int = 7) -> tuple[list[CardHistory],
                                                                    dict[str, int]]:
     """Histories of ``cards`` cards on 8-GPU nodes, all observed for ``days`` days."""
-    histories: list[CardHistory] = []
-    profiles: dict[str, int] = {}
-    for c in range(cards):
-        profile, events = card_events(c, days, seed)
-        profiles[profile] = profiles.get(profile, 0) + 1
-        histories.append(history(
-            f"node-{c // 8:04d}", c % 8, profile,
-            [(START + timedelta(days=t), kind) for t, kind in events],
-            start=START, stop=START + timedelta(days=days), step=STEP))
-    return histories, profiles
+    return fleet_histories(card_events, cards, days, step=STEP, seed=seed, start=START)
 
 
 def run_calchas(db_dir: Path, sweep: bool) -> float | None:

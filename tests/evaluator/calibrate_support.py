@@ -22,6 +22,7 @@ faults.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -84,15 +85,23 @@ def card_events(c: int, days: int, seed: int) -> tuple[str, Events]:
 def precursor_fleet(cards: int, days: int, *, step: timedelta,
                     seed: int = 11) -> tuple[list[CardHistory], dict[str, int]]:
     """Histories of ``cards`` cards on 8-GPU nodes, all observed for ``days`` days."""
+    return fleet_histories(card_events, cards, days, step=step, seed=seed)
+
+
+def fleet_histories(profile: Callable[[int, int, int], tuple[str, Events]], cards: int,
+                    days: int, *, step: timedelta, seed: int,
+                    start: datetime = START) -> tuple[list[CardHistory], dict[str, int]]:
+    """Card ``c``'s events from ``profile(c, days, seed)`` -> histories on 8-GPU nodes, every
+    card observed for the whole period; and how many cards each profile has."""
     histories: list[CardHistory] = []
     profiles: dict[str, int] = {}
     for c in range(cards):
-        profile, events = card_events(c, days, seed)
-        profiles[profile] = profiles.get(profile, 0) + 1
+        name, events = profile(c, days, seed)
+        profiles[name] = profiles.get(name, 0) + 1
         histories.append(history(
-            f"node-{c // 8:04d}", c % 8, profile,
-            [(START + timedelta(days=t), kind) for t, kind in events],
-            start=START, stop=START + timedelta(days=days), step=step))
+            f"node-{c // 8:04d}", c % 8, name,
+            [(start + timedelta(days=t), kind) for t, kind in events],
+            start=start, stop=start + timedelta(days=days), step=step))
     return histories, profiles
 
 
