@@ -76,13 +76,13 @@ class Imported:
     until: datetime
 
 
-def _bar(total: int, desc: str, progress: bool | None) -> tqdm[Any]:
+def progress_bar(total: int, desc: str, progress: bool | None) -> tqdm[Any]:
     """A bar on stderr; ``progress=None``: only on a terminal (silent in logs and CI)."""
     return tqdm(total=total, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True,
                 disable=None if progress is None else not progress)
 
 
-def _progress(bar: tqdm[Any]) -> Callable[[int, int], None]:
+def bar_callback(bar: tqdm[Any]) -> Callable[[int, int], None]:
     def update(done: int, total: int) -> None:
         bar.total = total
         bar.update(done - bar.n)
@@ -203,8 +203,8 @@ def _import(db: Database, options: BacktestOptions, found: Sequence[Variant],
     if isinstance(source, EventsSource) and events is not None:
         return import_events(db, source, events, found, options)
     if isinstance(source, PrometheusSource):
-        with _bar(0, "prometheus", options.progress) as bar:
-            stats = asyncio.run(import_prometheus(db, source, options.keepalive, _progress(bar)))
+        with progress_bar(0, "prometheus", options.progress) as bar:
+            stats = asyncio.run(import_prometheus(db, source, options.keepalive, bar_callback(bar)))
         return Imported(prometheus_info(source, stats, db, options.keepalive),
                         source.since, source.until)
     period = imported_period(db)
@@ -228,7 +228,7 @@ def import_events(db: Database, source: EventsSource, events: EventFile,
                                      observe_after=after)
     if not histories:
         raise ConfigError(f"--events {source.path}: no correctable or uncorrectable event")
-    with _bar(0, "writing history", options.progress) as bar:
+    with progress_bar(0, "writing history", options.progress) as bar:
         rows = write_histories(db, histories, step=source.step, keepalive=options.keepalive,
                                progress=lambda n: bar.update(n - bar.n))
     info = events_info(source, events, histories, rows, rule, after, options.keepalive)
@@ -244,6 +244,6 @@ def replay_all(db: Database, rulesets: Sequence[RuleSet], since: datetime, until
             register_ruleset(db, rs, ticks[0])
     summaries = []
     for rs in rulesets:
-        with _bar(0, f"replay {rs.version}", progress) as bar:
-            summaries.append(replay(db, rs, since, until, skip=skip, progress=_progress(bar)))
+        with progress_bar(0, f"replay {rs.version}", progress) as bar:
+            summaries.append(replay(db, rs, since, until, skip=skip, progress=bar_callback(bar)))
     return summaries

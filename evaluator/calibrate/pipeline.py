@@ -9,7 +9,6 @@ prediction keeps the tick it was decided at, so the train part can be read as of
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from dataclasses import dataclass, field
@@ -17,7 +16,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evaluator.backtest.batch import replay_versions
-from evaluator.backtest.pipeline import BacktestOptions, backtest_file, write_json
+from evaluator.backtest.pipeline import (
+    BacktestOptions,
+    backtest_file,
+    bar_callback,
+    progress_bar,
+    write_json,
+)
 from evaluator.backtest.rulesets import Variant, baseline_variants
 from evaluator.calibrate.choose import Candidate, Objective, choose, meets, verdict
 from evaluator.calibrate.metrics import PartFacts, part_metrics, point
@@ -31,9 +36,6 @@ from evaluator.store.backtest import finish_run
 from evaluator.store.db import Database
 from gpu_health.clock import Clock, rfc3339, system_clock
 from gpu_health.errors import ConfigError
-
-log = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True, slots=True)
 class CalibrateOptions:
@@ -91,8 +93,8 @@ def _replay(db: Database, base: RuleSet, found: list[Variant], yardsticks: list[
             split: Split, bt: BacktestOptions) -> _Run:
     began = time.perf_counter()
     rulesets = [v.ruleset for v in (*found, *yardsticks)]
-    replay_versions(db, rulesets, split.since, split.until,
-                    progress=lambda n, total: log.info("replayed %d of %d versions", n, total))
+    with progress_bar(len(rulesets), "replay versions", bt.progress) as bar:
+        replay_versions(db, rulesets, split.since, split.until, progress=bar_callback(bar))
     facts = PartFacts(db)
     train = {rs.version: part_metrics(db, rs, split.train, bt.costs, facts) for rs in rulesets}
     return _Run(base, found, yardsticks, split, train, time.perf_counter() - began, facts)
