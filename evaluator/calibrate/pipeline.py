@@ -37,6 +37,7 @@ from evaluator.store.db import Database
 from gpu_health.clock import Clock, rfc3339, system_clock
 from gpu_health.errors import ConfigError
 
+
 @dataclass(frozen=True, slots=True)
 class CalibrateOptions:
     backtest: BacktestOptions  # input, file, period, costs; rule_files = (the base,)
