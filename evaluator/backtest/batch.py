@@ -22,8 +22,9 @@ per tick that can decide one (about 2 minutes for 192 cards x 150 days). Here:
   those of :func:`replay`.
 
 ``tests/evaluator/backtest/test_batch_replay.py`` checks the rows (ids, t0, predicted_at,
-status, resolved_at, outcome) against :func:`replay` of every version alone over a grid. A
-version that already has predictions in the file (an earlier run) is left as it is.
+status, resolved_at, outcome) against :func:`replay` of every version alone over a grid. As
+:func:`replay`, it goes on from a version's predictions already in the file (an earlier run):
+none is changed, none of their windows is opened again, a longer period adds the rest.
 """
 
 from __future__ import annotations
@@ -45,9 +46,15 @@ from evaluator.rules.params import RuleParams
 from evaluator.rules.ruleset import RuleSet
 from evaluator.rules.signals import SIGNALS, decide
 from evaluator.store.backfill import observe_pending
-from evaluator.store.backtest_queries import active_ranges
+from evaluator.store.backtest_queries import active_ranges, existing_predictions
 from evaluator.store.db import Database
-from evaluator.store.predictions import NewPrediction, insert_rows, prediction_id, resolve_each
+from evaluator.store.predictions import (
+    NewPrediction,
+    insert_rows,
+    pending_of,
+    prediction_id,
+    resolve_each,
+)
 from evaluator.store.rule_versions import register_ruleset
 
 log = logging.getLogger(__name__)
@@ -80,9 +87,10 @@ def _plan(db: Database, ruleset: RuleSet, ticks: list[datetime],
     return TickPlan(len(ticks), bucket_ranges(ticks, ranges_cache[key], w.bucket))
 
 
-def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan,
-          cache: FeatureCache) -> tuple[list[NewPrediction], int]:
-    """The predictions :func:`replay` would insert, and how many ticks were evaluated."""
+def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan, cache: FeatureCache,
+          ends: Sequence[tuple[str, int, datetime]] = ()) -> tuple[list[NewPrediction], int]:
+    """The predictions :func:`replay` would insert, and how many ticks were evaluated.
+    ``ends``: per card, the end of its last window already in the file."""
     params, k = ruleset.params, ruleset.params.consecutive_windows
     cut = k < cache.params.consecutive_windows
     # The quick test (:func:`evaluator.rules.signals.could_fire`, split by :func:`entry`) is a
@@ -92,6 +100,9 @@ def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan,
     least = params.min_increase if quick else -2**62
     window = timedelta(days=params.window_days)
     open_until: dict[Card, datetime] = {}
+    for node, gpu, until in ends:  # as replay: no window opened again before they end
+        open_until[(node, gpu)] = until
+        plan.block((node, gpu), -1, bisect_left(ticks, until))
     made: list[NewPrediction] = []
     evaluated, i = 0, 0
     while (j := plan.next_candidate(i)) is not None:
@@ -174,12 +185,6 @@ def backfill(db: Database, made: dict[str, list[NewPrediction]],
     return counts
 
 
-def has_predictions(db: Database, version: str) -> bool:
-    row = db.fetchone("SELECT count(*) FROM gpu_health_predictions WHERE rule_version = ?",
-                      [version])
-    return bool(row[0])
-
-
 def replay_versions(db: Database, rulesets: Sequence[RuleSet], start: datetime,
                     end: datetime, *, chunk: int = DEFAULT_CHUNK,
                     progress: Progress | None = None) -> list[ReplaySummary]:
@@ -235,18 +240,21 @@ def _caches(db: Database, rulesets: Sequence[RuleSet], plans: dict[str, TickPlan
 
 def _one(db: Database, rs: RuleSet, start: datetime, end: datetime, plan: TickPlan | None,
          cache: FeatureCache | None) -> tuple[ReplaySummary, list[NewPrediction] | None]:
-    """Walk one version and insert its predictions (pending; :func:`backfill` decides them).
-    None: nothing to replay, or replayed before (frozen: left as it is)."""
+    """Walk one version and insert its new predictions (pending). Returns them with the
+    version's pending ones from an earlier run, for :func:`backfill`; None: nothing to
+    replay. As :func:`replay` does, a file that already holds the version's predictions
+    goes on from them: no window of theirs is opened again, and none of them is changed."""
     began = time.perf_counter()
     ticks = grid(start, end, rs.params.scan_interval)
     summary = ReplaySummary(rs.version, ticks=len(ticks), skipping=True)
-    if plan is None or cache is None or has_predictions(db, rs.version):
+    if plan is None or cache is None:
         return summary, None
-    made, summary.evaluated_ticks = _walk(rs, ticks, plan, cache)
+    ends, _ = existing_predictions(db, rs.version)
+    made, summary.evaluated_ticks = _walk(rs, ticks, plan, cache, ends)
     insert_rows(db, made)
     summary.predictions = len(made)
     summary.cards = None if plan.cards is None else len(plan.cards)
     summary.seconds = time.perf_counter() - began
     log.info("replayed %s (shared features): %d ticks evaluated, %d predictions in %.1f s",
              rs.version, summary.evaluated_ticks, summary.predictions, summary.seconds)
-    return summary, made
+    return summary, pending_of(db, rs.version)  # the new ones and any left from before

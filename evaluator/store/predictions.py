@@ -170,6 +170,16 @@ def resolve(db: Database, outcomes: Sequence[Outcome], now: datetime) -> dict[st
     return changed
 
 
+def pending_of(db: Database, version: str) -> list[NewPrediction]:
+    """The version's pending predictions (a replay that goes on from an earlier one)."""
+    rows = db.fetchall(
+        "SELECT id, node_id, gpu_index, gpu_uuid, source, rule_version, window_days, t0, "
+        "window_end, predicted_at, signal, layer, evidence, uncorrected_at_t0 "
+        "FROM gpu_health_predictions WHERE rule_version = ? AND status = 'pending' ORDER BY id",
+        [version])
+    return [_new_prediction(r) for r in rows]
+
+
 _INSERT_ROWS = """
 INSERT INTO gpu_health_predictions
     (id, node_id, gpu_index, gpu_uuid, source, rule_version, window_days, t0, window_end,

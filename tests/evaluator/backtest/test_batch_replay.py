@@ -50,8 +50,20 @@ def test_shared_replay_equals_full_replays(tmp_path: Path) -> None:
     assert dump(shared, "gpu_health_rule_versions", "version") == \
         dump(full, "gpu_health_rule_versions", "version")
     assert sum(s.predictions for s in summaries) == len(expected)
-    # replayed again: a version with predictions in the file is left as it is
+    # replayed again: the rows in the file stay as they are, none is added
     again = replay_versions(shared, rulesets, START, END)
     assert predictions(shared) == expected and sum(s.predictions for s in again) == 0
+    full.close()
+    shared.close()
+
+
+def test_a_longer_period_goes_on_from_the_rows_of_a_shorter_one(tmp_path: Path) -> None:
+    rulesets = grid()[:3]
+    full, shared = fleet(tmp_path, "full"), fleet(tmp_path, "shared")
+    replay_all(full, rulesets, START, END)
+    replay_versions(shared, rulesets, START, at(14))
+    assert predictions(shared) != predictions(full)
+    replay_versions(shared, rulesets, START, END)
+    assert predictions(shared) == predictions(full)
     full.close()
     shared.close()
