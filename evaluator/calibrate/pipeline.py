@@ -24,7 +24,14 @@ from evaluator.backtest.pipeline import (
     write_json,
 )
 from evaluator.backtest.rulesets import Variant, baseline_variants
-from evaluator.calibrate.choose import Candidate, Objective, choose, meets, verdict
+from evaluator.calibrate.choose import (
+    Candidate,
+    Objective,
+    Verdict,
+    choose,
+    meets,
+    verdict,
+)
 from evaluator.calibrate.metrics import PartFacts, part_metrics, point
 from evaluator.calibrate.report import base_report, candidate_rows, entry, render_text
 from evaluator.calibrate.rulefile import write_rule
@@ -101,6 +108,35 @@ def _replay(db: Database, base: RuleSet, found: list[Variant], yardsticks: list[
     return _Run(base, found, yardsticks, split, train, time.perf_counter() - began, facts)
 
 
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """The test part: the base's, the chosen version's and the baselines' numbers, and the
+    verdict they give."""
+
+    base: dict[str, Any]
+    chosen: tuple[RuleSet, dict[str, Any]] | None
+    baselines: list[tuple[RuleSet, dict[str, Any]]]
+    verdict: Verdict
+
+
+def _judge(db: Database, run: _Run, options: CalibrateOptions,
+           pick: Candidate | None) -> _Judged:
+    rulesets = {v.ruleset.version: v.ruleset for v in (*run.found, *run.yardsticks)}
+
+    def test(rs: RuleSet) -> dict[str, Any]:
+        return part_metrics(db, rs, run.split.test, options.backtest.costs, run.facts)
+
+    base = test(run.base)
+    chosen = None if pick is None else (rulesets[pick.version], test(rulesets[pick.version]))
+    yard = [(v.ruleset, test(v.ruleset)) for v in run.yardsticks]
+    status = verdict(
+        test_first_faults=base["first_fault"]["faulty_cards"],
+        min_test_faults=options.min_test_faults, objective=options.objective,
+        chosen=None if chosen is None else point(chosen[0].version, chosen[1]),
+        base=point(run.base.version, base), baselines=[point(rs.version, m) for rs, m in yard])
+    return _Judged(base, chosen, yard, status)
+
+
 def _report(db: Database, run: _Run, options: CalibrateOptions, info: dict[str, Any],
             clock: Clock) -> dict[str, Any]:
     base, costs = run.base, options.backtest.costs
@@ -108,41 +144,24 @@ def _report(db: Database, run: _Run, options: CalibrateOptions, info: dict[str, 
                                run.train[v.ruleset.version]) for v in run.found),
                     key=lambda c: _order(options.objective, c))
     met = {c.version for c in ranked if meets(options.objective, c.train)}
-    pick = choose(options.objective, ranked)
-    rulesets = {v.ruleset.version: v.ruleset for v in (*run.found, *run.yardsticks)}
-
-    def test(rs: RuleSet) -> dict[str, Any]:
-        return part_metrics(db, rs, run.split.test, costs, run.facts)
-
-    base_test = test(base)
-    chosen = None if pick is None else rulesets[pick.version]
-    chosen_test = None if chosen is None else test(chosen)
-    yard = [(v.ruleset, test(v.ruleset)) for v in run.yardsticks]
-    faults = base_test["first_fault"]["faulty_cards"]
-    status = verdict(
-        test_first_faults=faults, min_test_faults=options.min_test_faults,
-        objective=options.objective,
-        chosen=None if chosen is None or chosen_test is None else point(chosen.version,
-                                                                        chosen_test),
-        base=point(base.version, base_test),
-        baselines=[point(rs.version, m) for rs, m in yard])
+    judged = _judge(db, run, options, choose(options.objective, ranked))
     return base_report(
         generated_at=rfc3339(clock()), database=str(options.backtest.db_path),
         period={"since": rfc3339(run.split.since), "until": rfc3339(run.split.until)},
         split={"train_fraction": options.train_fraction,
                "train": run.split.train.as_dict(
                    run.train[base.version]["first_fault"]["faulty_cards"]),
-               "test": run.split.test.as_dict(faults)},
+               "test": run.split.test.as_dict(judged.base["first_fault"]["faulty_cards"])},
         objective={**options.objective.as_dict(), "text": options.objective.text()},
         min_test_faults=options.min_test_faults,
         search={"default": options.default_space,
                 "space": dict(options.space), "candidates": len(run.found)},
         costs=None if costs is None else costs.as_dict(),
-        verdict=status.as_dict(),
-        base=entry(base, base, run.train[base.version], base_test),
-        chosen=None if chosen is None else entry(chosen, base, run.train[chosen.version],
-                                                 chosen_test),
-        baselines=[entry(rs, base, run.train[rs.version], m) for rs, m in yard],
+        verdict=judged.verdict.as_dict(),
+        base=entry(base, base, run.train[base.version], judged.base),
+        chosen=None if judged.chosen is None else entry(
+            judged.chosen[0], base, run.train[judged.chosen[0].version], judged.chosen[1]),
+        baselines=[entry(rs, base, run.train[rs.version], m) for rs, m in judged.baselines],
         candidates=candidate_rows(run.found, ranked, met),
         rule_file=None, input=info, replay={"seconds": round(run.seconds, 2)},
     )
