@@ -63,7 +63,8 @@ def _generate(db: Database, cards: int, days: int) -> int:
         "INSERT INTO gpu_health_predictions SELECT 'p' || i, 'node-' || lpad((i % 512)::VARCHAR,"
         " 4, '0'), i % 8, 'GPU-' || i, 'real', 'v1-ecc-growth', 7, $now - to_hours(i), "
         "$now - to_hours(i) + INTERVAL 7 DAY, $now - to_hours(i), 'corrected_growth', 'trend', "
-        "'{}', 0, 'pending', NULL, NULL FROM range(5000) AS r(i)", {"now": to_naive_utc(NOW)})
+        "'{}', 0, 'pending', NULL, NULL, false FROM range(5000) AS r(i)",
+        {"now": to_naive_utc(NOW)})
     return int(db.fetchone("SELECT count(*) FROM gpu_health_samples")[0])
 
 

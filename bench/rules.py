@@ -126,7 +126,7 @@ def plant_predictions(db: Database, version: str, cards: int, now: datetime,
         INSERT INTO gpu_health_predictions
         SELECT 'planted-' || k, 'node-' || lpad((c // 8)::VARCHAR, 4, '0'), (c % 8)::INTEGER,
                'GPU-' || c, 'real', $version, w, t0, t0 + to_days(w), t0, 'ecc_corrected_growth',
-               'trend', 'planted by bench/rules.py', 0, 'pending', NULL, NULL
+               'trend', 'planted by bench/rules.py', 0, 'pending', NULL, NULL, false
         FROM (SELECT k, (k * 37) % $cards AS c, CASE WHEN k % 3 = 0 THEN 30 ELSE 7 END AS w,
                      $now - to_days(1 + k % 35) - to_minutes(7) AS t0
               FROM range($count) r(k))
