@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from evaluator.backtest.compare import Costs, Point, gpu_hours_saved
-from evaluator.backtest.report import days_summary, fault_key
+from evaluator.backtest.compare import Costs, Point
+from evaluator.backtest.report import class_savings, days_summary, fault_key
 from evaluator.calibrate.split import Part
 from evaluator.rules.ruleset import RuleSet
 from evaluator.stats.document import stats_document
@@ -61,14 +61,14 @@ def part_metrics(db: Database, ruleset: RuleSet, part: Part, costs: Costs | None
                          ruleset=ruleset)
     own = next(w for w in doc["windows"] if w["window_days"] == window)
     result: dict[str, Any] = {"observed_days": own["observed_days"]}
+    saved = class_savings(db, ruleset.version, window, raw.faults,
+                          {cls: c["predictions"] for cls, c in own["by_class"].items()}, costs)
     for cls, stats in own["by_class"].items():
         held = [fault_key(f) for f in raw.faults
                 if window in f.predicted_by and f.first == (cls == "first_fault")]
-        warned = lead_times(db, ruleset.version, held, warned=True) if costs else []
         result[cls] = {**{k: stats[k] for k in FIELDS},
                        "lead_time_days": days_summary(lead_times(db, ruleset.version, held)),
-                       "gpu_hours_saved": gpu_hours_saved(costs, warned,
-                                                          sum(stats["predictions"].values()))}
+                       "gpu_hours_saved": saved[cls]}
     result["gpu_hours_saved"] = None if costs is None else round(
         sum(result[c]["gpu_hours_saved"] for c in ("first_fault", "repeat")), 6)
     return result

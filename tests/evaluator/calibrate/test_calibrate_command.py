@@ -141,3 +141,21 @@ def test_bad_arguments_are_listed_together(tmp_path: Path,
                    "--rules: no rule file"):
         assert needle in err
     assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_the_cost_objective_takes_the_most_gpu_hours_saved(tmp_path: Path,
+                                                           fleet: Path) -> None:
+    code, report = calibrate(tmp_path, fleet, "--objective", "cost", "--min-test-faults", "8",
+                             "--cost-failure", "512", "--cost-mitigation", "8",
+                             "--mitigation-time", "1h")
+    assert code == 0
+    assert report["costs"] == {"cost_failure_gpu_hours": 512.0,
+                               "cost_mitigation_gpu_hours": 8.0,
+                               "mitigation_time_seconds": 3600.0}
+    saved = {c["version"]: c["train"]["gpu_hours_saved"] for c in report["candidates"]}
+    assert report["chosen"]["train"]["gpu_hours_saved"] == max(saved.values())
+    for part in ("train", "test"):
+        m = report["chosen"][part]
+        assert m["gpu_hours_saved"] == m["first_fault"]["gpu_hours_saved"] + \
+            m["repeat"]["gpu_hours_saved"]
+    assert report["objective"]["kind"] == "cost"
