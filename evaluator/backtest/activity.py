@@ -96,6 +96,18 @@ def tick_grid(start: datetime, end: datetime, interval: timedelta) -> list[datet
     return [_EPOCH + timedelta(microseconds=k * step) for k in range(first, last + 1)]
 
 
+def tick_at_or_after(at: datetime, interval: timedelta) -> datetime:
+    """The first tick of the grid (multiples of ``interval`` from the Unix epoch) >= ``at``."""
+    step = interval // timedelta(microseconds=1)
+    return _EPOCH + timedelta(microseconds=-(-_us(at) // step) * step)
+
+
+def tick_at_or_before(at: datetime, interval: timedelta) -> datetime:
+    """The last tick of the grid <= ``at``."""
+    step = interval // timedelta(microseconds=1)
+    return _EPOCH + timedelta(microseconds=_us(at) // step * step)
+
+
 Ranges = dict[tuple[Card, str], list[tuple[int, int]]]
 
 

@@ -34,19 +34,19 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from evaluator.backtest.activity import KNOWN_SIGNALS, TickPlan, bucket_ranges, bucket_windows
+from evaluator.backtest.activity import KNOWN_SIGNALS, TickPlan, tick_at_or_after
 from evaluator.backtest.activity import tick_grid as grid
 from evaluator.backtest.feature_cache import Card, FeatureCache
-from evaluator.backtest.replay import DEFAULT_CHUNK, ReplaySummary
+from evaluator.backtest.replay import DEFAULT_CHUNK, ReplaySummary, Runs, candidate_ranges
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.outcome import Outcome, WindowObservation, classify
 from evaluator.rules.params import RuleParams
 from evaluator.rules.ruleset import RuleSet
 from evaluator.rules.signals import SIGNALS, decide
 from evaluator.store.backfill import observe_pending
-from evaluator.store.backtest_queries import active_ranges, existing_predictions
+from evaluator.store.backtest_queries import window_ends
 from evaluator.store.db import Database
 from evaluator.store.predictions import (
     NewPrediction,
@@ -59,8 +59,6 @@ from evaluator.store.rule_versions import register_ruleset
 
 log = logging.getLogger(__name__)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
 Progress = Callable[[int, int], None]
 
 
@@ -68,23 +66,6 @@ def group_key(params: RuleParams) -> tuple[int, int, int, float]:
     """What the features depend on besides ``consecutive_windows``."""
     return (params.growth_window_hours, params.baseline_days, params.boundary_max_age_minutes,
             params.scan_interval_minutes)
-
-
-def _plan(db: Database, ruleset: RuleSet, ticks: list[datetime],
-          ranges_cache: dict[tuple[object, ...], list[tuple[str, int, str, int, int]]]
-          ) -> TickPlan:
-    """The version's candidate ticks and cards, as :func:`replay` plans them."""
-    params = ruleset.params
-    if not params.enabled:
-        return TickPlan(len(ticks), {})
-    if not {s.name for s in SIGNALS} <= KNOWN_SIGNALS:
-        return TickPlan(len(ticks), None)  # every tick, every card: slower, still exact
-    w = bucket_windows(params)
-    key = (w.bucket, w.strong, w.trend, w.base, w.min_increase)
-    if key not in ranges_cache:
-        ranges_cache[key] = active_ranges(db, bucket=w.bucket, strong=w.strong, trend=w.trend,
-                                          base=w.base, min_increase=w.min_increase)
-    return TickPlan(len(ticks), bucket_ranges(ticks, ranges_cache[key], w.bucket))
 
 
 def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan, cache: FeatureCache,
@@ -140,13 +121,6 @@ def decided_at(obs: WindowObservation, outcome: Outcome, window_end: datetime) -
     return min(t for t in (obs.fault_at, obs.xid_fault_at) if t is not None)
 
 
-def tick_at_or_after(at: datetime, interval: timedelta) -> datetime:
-    """The first tick of the replay grid (multiples of ``interval`` from the Unix epoch) at or
-    after ``at``."""
-    step = interval // _US
-    return _EPOCH + timedelta(microseconds=-(-((at - _EPOCH) // _US) // step) * step)
-
-
 Window = tuple[str, int, str | None, str, datetime, datetime, int | None, tuple[int, ...]]
 
 
@@ -190,13 +164,14 @@ def replay_versions(db: Database, rulesets: Sequence[RuleSet], start: datetime,
                     progress: Progress | None = None) -> list[ReplaySummary]:
     """Replay every version over ``[start, end]``: the rows :func:`replay` of each alone
     writes. ``progress(done, total)`` after each version."""
-    ranges: dict[tuple[object, ...], list[tuple[str, int, str, int, int]]] = {}
+    ranges: dict[tuple[object, ...], Runs] = {}
     plans: dict[str, TickPlan] = {}
     for rs in rulesets:  # a rule file changed under a used version fails here, before work
         ticks = grid(start, end, rs.params.scan_interval)
         if ticks:
             register_ruleset(db, rs, ticks[0])
-            plans[rs.version] = _plan(db, rs, ticks, ranges)
+            plans[rs.version] = TickPlan(len(ticks), candidate_ranges(db, rs.params, ticks,
+                                                                      ranges))
     caches = _caches(db, rulesets, plans, start, end, chunk)
     summaries, made = [], {}
     with db.transaction():
@@ -249,7 +224,7 @@ def _one(db: Database, rs: RuleSet, start: datetime, end: datetime, plan: TickPl
     summary = ReplaySummary(rs.version, ticks=len(ticks), skipping=True)
     if plan is None or cache is None:
         return summary, None
-    ends, _ = existing_predictions(db, rs.version)
+    ends = window_ends(db, rs.version)
     made, summary.evaluated_ticks = _walk(rs, ticks, plan, cache, ends)
     insert_rows(db, made)
     summary.predictions = len(made)

@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from evaluator.backtest.activity import (
     KNOWN_SIGNALS,
     BackfillPlan,
+    Ranges,
     TickPlan,
     bucket_ranges,
     bucket_windows,
@@ -42,6 +43,7 @@ from evaluator.backtest.activity import (
 )
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.outcome import classify
+from evaluator.rules.params import RuleParams
 from evaluator.rules.ruleset import RuleSet
 from evaluator.rules.signals import SIGNALS, decide
 from evaluator.store.backfill import observe_pending
@@ -78,6 +80,30 @@ class ReplaySummary:
     cards: int | None = None  # features of this many cards that can fire (None: every card)
 
 
+Runs = list[tuple[str, int, str, int, int]]
+
+
+def candidate_ranges(db: Database, params: RuleParams, ticks: list[datetime],
+                     cache: dict[tuple[object, ...], Runs] | None = None) -> Ranges | None:
+    """Per card and kind, the ticks at which a decision is possible
+    (:mod:`evaluator.backtest.activity`): empty for a disabled rule set (it predicts nothing),
+    None when the engine has a signal that reasoning does not know (every tick and card).
+    ``cache`` keeps the store's answer for versions with the same bucket spans."""
+    if not params.enabled:
+        return {}
+    if not {s.name for s in SIGNALS} <= KNOWN_SIGNALS:
+        return None
+    w = bucket_windows(params)
+    key = (w.bucket, w.strong, w.trend, w.base, w.min_increase)
+    runs = None if cache is None else cache.get(key)
+    if runs is None:
+        runs = active_ranges(db, bucket=w.bucket, strong=w.strong, trend=w.trend, base=w.base,
+                             min_increase=w.min_increase)
+        if cache is not None:
+            cache[key] = runs
+    return bucket_ranges(ticks, runs, w.bucket)
+
+
 def _plans(db: Database, ruleset: RuleSet, ticks: list[datetime],
            skip: bool) -> tuple[TickPlan, BackfillPlan]:
     params = ruleset.params
@@ -85,16 +111,10 @@ def _plans(db: Database, ruleset: RuleSet, ticks: list[datetime],
     if skip and not signals_known:
         log.warning("unknown signals in the engine: evaluating every tick of %s",
                     ruleset.version)
-    ranges = None
-    if skip and signals_known:
-        w = bucket_windows(params)
-        runs = active_ranges(db, bucket=w.bucket, strong=w.strong, trend=w.trend, base=w.base,
-                             min_increase=w.min_increase)
-        ranges = bucket_ranges(ticks, runs, w.bucket)
     if not params.enabled:
         log.warning("rule set %s is disabled (enabled: false): backfilling only",
                     ruleset.version)
-        ranges = {}
+    ranges = candidate_ranges(db, params, ticks) if skip or not params.enabled else None
     xid_faults = bool(params.fault_xids) and table_rows(db, "gpu_health_xid_samples") > 0
     if skip and xid_faults:
         log.warning("XID fault events in the file: backfilling %s at every tick", ruleset.version)

@@ -10,12 +10,12 @@ replay grid, so "decided by the split" means the same tick-by-tick as in a live 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from evaluator.backtest.activity import tick_at_or_before
 from gpu_health.clock import rfc3339
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 
 
@@ -54,9 +54,7 @@ def split_period(since: datetime, until: datetime, fraction: float,
     (ticks are multiples of ``tick`` from the Unix epoch, as the replay's)."""
     if not 0 < fraction < 1:
         raise ValueError(f"the train fraction must be strictly between 0 and 1, got {fraction}")
-    raw = since + (until - since) * fraction
-    step = tick // _US
-    at = _EPOCH + timedelta(microseconds=((raw - _EPOCH) // _US) // step * step)
+    at = tick_at_or_before(since + (until - since) * fraction, tick)
     if not since < at < until:
         raise ValueError(f"the split {at.isoformat()} falls outside the period "
                          f"{since.isoformat()} .. {until.isoformat()}")

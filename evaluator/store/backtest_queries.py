@@ -140,14 +140,20 @@ def existing_predictions(db: Database, version: str) -> tuple[
     """A file replayed again already holds ``version``'s predictions: per card the end of its
     last window (the insert refuses any decision whose t0 is before it), and the pending ones
     (id, node, index, UUID, t0, window end)."""
-    ends = db.fetchall("SELECT node_id, gpu_index, max(window_end) FROM gpu_health_predictions "
-                       "WHERE rule_version = ? GROUP BY node_id, gpu_index", [version])
     pending = db.fetchall("SELECT id, node_id, gpu_index, gpu_uuid, t0, window_end "
                           "FROM gpu_health_predictions WHERE rule_version = ? "
                           "AND status = 'pending' ORDER BY t0", [version])
-    return ([(str(n), int(i), from_naive_utc(e)) for n, i, e in ends],
+    return (window_ends(db, version),
             [(str(p), str(n), int(i), None if u is None else str(u), from_naive_utc(t),
               from_naive_utc(e)) for p, n, i, u, t, e in pending])
+
+
+def window_ends(db: Database, version: str) -> list[tuple[str, int, datetime]]:
+    """Per card, the end of ``version``'s last window in the file (the insert refuses any
+    decision whose t0 is before it)."""
+    rows = db.fetchall("SELECT node_id, gpu_index, max(window_end) FROM gpu_health_predictions "
+                       "WHERE rule_version = ? GROUP BY node_id, gpu_index", [version])
+    return [(str(n), int(i), from_naive_utc(e)) for n, i, e in rows]
 
 
 def counts_by(db: Database, version: str, column: str) -> dict[str, dict[str, int]]:
