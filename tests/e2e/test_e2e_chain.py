@@ -80,8 +80,8 @@ def test_prometheus_scrapes_both_programs_and_loads_the_rules(chain: Chain) -> N
             r["health"] == "ok" for r in rules) else None
 
     names = chain.wait("the alerting rules to be evaluated", rules_ok)
-    assert {"GpuHealthExporterDown", "GpuHealthEvaluatorDown", "GpuHealthAlertBacklog"} <= \
-        set(names)
+    assert {"GpuHealthExporterDown", "GpuHealthEvaluatorDown", "GpuHealthAlertBacklog",
+            "GpuCardDisappeared", "GpuXidFallenOffBus", "GpuHealthCounterLost"} <= set(names)
 
 
 def test_the_seeded_history_alone_predicts_nothing(chain: Chain) -> None:

@@ -1,4 +1,4 @@
-"""grafana/: dashboard structure (unique ids, no overlapping panels, the provisioned data source,
+"""grafana/: dashboard structure (unique ids, no overlapping panels, the ``${datasource}`` picker,
 the four sections in order, the permanent calibration notice, "insufficient samples" instead of
 a ratio) and the PromQL gap semantics of the hourly ECC panels, evaluated by the real promtool:
 an hour that cannot be computed (unknown, counter drop, card swap) is a gap, never 0 or a spike.
@@ -6,7 +6,9 @@ Every expression also runs against a real Prometheus in tests/e2e."""
 
 from __future__ import annotations
 
+import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +20,6 @@ from tests.e2e import dashboards as d
 PROMTOOL = "/usr/bin/promtool"
 ALL = d.all_dashboards()
 MAIN = ALL["gpu-health.json"]
-
-
-def provisioned_uid() -> str:
-    doc = yaml.safe_load((d.PROVISIONING / "datasources" / "gpu-health.yml").read_text())
-    [source] = doc["datasources"]
-    assert source["type"] == "prometheus"
-    return str(source["uid"])
 
 
 def test_both_dashboards_exist_with_unique_uids() -> None:
@@ -49,17 +44,61 @@ def test_panel_ids_are_unique_and_panels_do_not_overlap(name: str) -> None:
             assert apart, f"panels {a} and {b} overlap"
 
 
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+
+
 @pytest.mark.parametrize("name", sorted(ALL))
-def test_every_query_uses_the_provisioned_data_source(name: str) -> None:
-    uid = provisioned_uid()
-    for panel in d.panels(ALL[name]):
+def test_every_query_uses_the_datasource_variable(name: str) -> None:
+    """Loaded by kube-prometheus-stack's sidecar (its Prometheus uid is ``prometheus``) or
+    imported in the UI, a dashboard that names a uid fails on every panel (dcgm-exporter
+    issue 90): every panel, target and query variable reads ``${datasource}``."""
+    dash = ALL[name]
+    [picker] = [v for v in dash["templating"]["list"] if v["type"] == "datasource"]
+    assert picker["name"] == "datasource" and picker["query"] == "prometheus"
+    assert picker["current"] == {}, "a saved choice would name a uid of one Grafana"
+    for panel in d.panels(dash):
         if not panel.get("targets"):
             continue
-        assert panel["datasource"] == {"type": "prometheus", "uid": uid}, panel["title"]
+        assert panel["datasource"] == DATASOURCE, panel["title"]
         for target in panel["targets"]:
-            assert target["datasource"]["uid"] == uid, panel["title"]
-    for var in ALL[name]["templating"]["list"]:
-        assert var["datasource"]["uid"] == uid
+            assert target["datasource"] == DATASOURCE, panel["title"]
+    for var in dash["templating"]["list"]:
+        if var["type"] == "query":
+            assert var["datasource"] == DATASOURCE, var["name"]
+    [ds_input] = dash["__inputs"]
+    assert ds_input["type"] == "datasource" and ds_input["pluginId"] == "prometheus"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_no_panel_names_a_datasource_uid_literally(name: str) -> None:
+    def uids(node: Any) -> Iterator[str]:
+        if isinstance(node, dict):
+            if isinstance(node.get("datasource"), dict):
+                yield str(node["datasource"].get("uid"))
+            for value in node.values():
+                yield from uids(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from uids(value)
+
+    found = set(uids(ALL[name]))
+    assert found == {"${datasource}"}, found
+    text = (d.DASHBOARDS / name).read_text()
+    assert "gpu-health-prometheus" not in text and "${DS_PROMETHEUS}" not in text
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_rates_use_the_rate_interval(name: str) -> None:
+    """``rate()`` over a fixed window breaks at scrape intervals above a quarter of it;
+    Grafana's ``$__rate_interval`` follows the data source's scrape interval. Panels that
+    count per fixed window (``increase(...[15m])`` titled "per 15 min") keep theirs."""
+    for q in d.queries(name, ALL[name]):
+        for window in re.findall(r"\brate\([^\[]*\[([^\]]+)\]", q.expr):
+            assert window == "$__rate_interval", f"{q.panel}: rate over {window}"
+        for window in re.findall(r"\bincrease\([^\[]*\[([^\]]+)\]", q.expr):
+            if window != "$__rate_interval" and "offset" not in q.expr:
+                minutes = window.removesuffix("m")
+                assert f"per {minutes} min" in q.panel, f"{q.panel}: increase over {window}"
 
 
 def test_dashboard_provisioning_points_at_the_mounted_folder() -> None:

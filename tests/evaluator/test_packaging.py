@@ -5,7 +5,6 @@ paths, Prometheus/Alertmanager configs checked by promtool and amtool, the k8s D
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import warnings
@@ -132,12 +131,13 @@ def test_prometheus_config_is_valid_and_loads_the_rules(tmp_path: Path) -> None:
                for t in tokens)
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == \
         ["alertmanager:9093"]
-    [rule_file] = config["rule_files"]
     mount = next(v for v in COMPOSE["services"]["prometheus"]["volumes"]
                  if v.endswith(":/etc/prometheus/rules:ro"))
-    local = (DEPLOY / mount.split(":")[0] / Path(rule_file).name).resolve()
-    assert local == REPO / "rules" / "prometheus" / "gpu-health.rules.yml"
-    config["rule_files"] = [str(local)]  # the container paths do not exist here
+    local = [(DEPLOY / mount.split(":")[0] / Path(f).name).resolve()
+             for f in config["rule_files"]]
+    assert local == [REPO / "rules" / "prometheus" / n
+                     for n in ("gpu-health.rules.yml", "gpu-hardware.rules.yml")]
+    config["rule_files"] = [str(p) for p in local]  # the container paths do not exist here
     evaluator["authorization"]["credentials_file"] = str(DEPLOY / token_mount.split(":")[0])
     copy = tmp_path / "prometheus.yml"
     copy.write_text(yaml.safe_dump(config))
@@ -150,28 +150,6 @@ def test_alertmanager_config_is_valid() -> None:
     result = subprocess.run(["/usr/bin/amtool", "check-config", str(DEPLOY / "alertmanager.yml")],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_exporter_daemonset() -> None:
-    docs = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "exporter-daemonset.yaml")
-                                   .read_text()))
-    [ds] = [doc for doc in docs if doc["kind"] == "DaemonSet"]
-    assert ds["apiVersion"] == "apps/v1"
-    spec = ds["spec"]
-    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
-    pod = spec["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    [container] = pod["containers"]
-    assert container["command"] == ["gpu-health-exporter"]
-    listen = next(a for a in container["args"] if a.startswith("--web.listen-address="))
-    port = int(re.sub(r".*:", "", listen))
-    assert container["ports"][0]["containerPort"] == port
-    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    # The exporter reads the driver tools; it must never take a GPU away from workloads.
-    assert "nvidia.com/gpu" not in str(container.get("resources", {}))
-    assert container["securityContext"]["allowPrivilegeEscalation"] is False
-    annotations = spec["template"]["metadata"]["annotations"]
-    assert annotations["prometheus.io/port"] == str(port)
 
 
 def test_prometheus_source_compose_example() -> None:
