@@ -101,7 +101,7 @@ def run_calchas(db_dir: Path, sweep: bool) -> float | None:
     argv = ["backtest", "--events", str(CALCHAS), "--preset", "calchas", "--rules", str(V1),
             "--db", str(db_dir / f"calchas-{int(sweep)}.duckdb"), "--no-progress",
             "--no-baselines",  # the target is for the versions; baselines cost one replay each
-            "--log-level", "WARNING"]
+            "--log.level", "warn"]
     if sweep:
         argv += ["--sweep", "window_days=7,30"]
     started = time.perf_counter()

@@ -47,7 +47,7 @@ def calibrate(argv: list[str], output: Path) -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):  # the report's text: in the JSON too
         code = evaluator_main(["calibrate", *argv, "--output", str(output), "--no-progress",
-                               "--log-level", "WARNING"])
+                               "--log.level", "warn"])
     seconds = time.perf_counter() - started
     if code != 0:
         raise SystemExit(f"calibrate exited {code}")

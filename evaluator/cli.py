@@ -9,6 +9,7 @@ parsed arguments into options lives with each command (``simulate/options.py``,
 from __future__ import annotations
 
 import argparse
+import platform
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
@@ -17,6 +18,8 @@ from evaluator.backtest.events import PRESETS
 from evaluator.config.file import DEFAULT_STORAGE
 from evaluator.ingest.prometheus.metricsets import DEFAULT_MAX_POINTS, LIMIT_POINTS, METRIC_SETS
 from evaluator.simulate.profiles import PROFILES
+from gpu_health import __version__
+from gpu_health.logformat import FORMATS, LEVEL_NAMES, level_number
 
 RUN_HELP: Final = ("scrape, store change-only samples, predict, serve /metrics and the API "
                    "(default)")
@@ -191,6 +194,9 @@ COMMANDS: Final[dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]]
 }
 
 
+OLD_LOG_FLAG: Final = "--log-level"
+
+
 def parse_args(argv: Sequence[str], default: str = "run") -> argparse.Namespace:
     """Parse argv into a namespace whose ``command`` names an entry of ``commands``.
 
@@ -201,16 +207,27 @@ def parse_args(argv: Sequence[str], default: str = "run") -> argparse.Namespace:
         prog="gpu-health-evaluator",
         description="Scrape gpu-health exporters, store change-only samples, predict, alert.",
     )
+    parser.add_argument("--version", action="version",
+                        version=f"gpu-health-evaluator, version {__version__} "
+                                f"(python {platform.python_version()})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (text, add_arguments) in COMMANDS.items():
         child = sub.add_parser(name, help=text, description=text)
         child.add_argument("--config", type=Path, default=None,
                            help="YAML config file (default: built-in defaults)")
-        child.add_argument("--log-level", default="INFO",
-                           choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+        # The exporter-toolkit's names; the old --log-level is accepted and warned about.
+        child.add_argument("--log.level", OLD_LOG_FLAG, dest="log_level", default="info",
+                           help=f"{LEVEL_NAMES} (info)")
+        child.add_argument("--log.format", dest="log_format", default="logfmt",
+                           choices=FORMATS, help="logfmt (default) or json")
         add_arguments(child)
-    if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help")):
+    if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help", "--version")):
         args.insert(0, default)
-    return parser.parse_args(args)
+    namespace = parser.parse_args(args)
+    if level_number(namespace.log_level) is None:
+        parser.error(f"--log.level: {namespace.log_level!r} is not one of {LEVEL_NAMES}")
+    namespace.deprecated_flags = [a for a in args
+                                  if a == OLD_LOG_FLAG or a.startswith(OLD_LOG_FLAG + "=")]
+    return namespace
 
 

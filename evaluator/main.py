@@ -23,6 +23,7 @@ from typing import Final
 from evaluator.cli import parse_args
 from evaluator.config.file import Config, load_config
 from gpu_health.errors import ConfigError, GpuHealthError
+from gpu_health.logformat import formatter, level_number
 
 log = logging.getLogger("evaluator")
 
@@ -109,8 +110,11 @@ RUNNERS: Final[dict[str, Runner]] = {
 def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ) if environ is None else environ  # the one read of the environment
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter(args.log_format))
+    logging.basicConfig(level=level_number(args.log_level), handlers=[handler])
+    if args.deprecated_flags:
+        log.warning("--log-level is deprecated and will be removed: use --log.level")
     try:
         return RUNNERS[args.command](args, env)
     except ConfigError as exc:

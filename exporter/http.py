@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 from aiohttp import web
-from prometheus_client import Counter, make_wsgi_app
+from prometheus_client import Counter, PlatformCollector, ProcessCollector, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -50,9 +50,30 @@ def _text() -> list[tuple[str, str]]:
     return [("Content-Type", "text/plain; charset=utf-8")]
 
 
+class _Delegate(Collector):
+    """Another registry's metrics, so the served page can add the process's own."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        return self._registry.collect()
+
+
+def served_registry(registry: CollectorRegistry) -> CollectorRegistry:
+    """What ``/metrics`` serves: the exporter's metrics plus ``process_*`` and
+    ``python_info``, as every Prometheus exporter has. Not in ``--once``/``--textfile``
+    output: node_exporter's textfile collector would clash with its own ``process_*``."""
+    served = CollectorRegistry(auto_describe=False)
+    served.register(_Delegate(registry))
+    ProcessCollector(registry=served)
+    PlatformCollector(registry=served)
+    return served
+
+
 def make_app(registry: CollectorRegistry, health: HealthCheck) -> WsgiApp:
     """The exporter's WSGI application (also counts the server's refused connections)."""
-    metrics_app = make_wsgi_app(registry)
+    metrics_app = make_wsgi_app(served_registry(registry))
     errors = Counter(
         "gpu_health_exporter_http_errors",
         "HTTP requests that failed inside the exporter, by path.",
@@ -64,6 +85,10 @@ def make_app(registry: CollectorRegistry, health: HealthCheck) -> WsgiApp:
         path = environ.get("PATH_INFO") or "/"
         try:
             if path == "/metrics":
+                # prometheus_client answers HEAD with 405; a HEAD is a GET without the body
+                # (aiohttp drops it and keeps Content-Length).
+                if environ.get("REQUEST_METHOD") == "HEAD":
+                    environ = {**environ, "REQUEST_METHOD": "GET"}
                 return metrics_app(environ, start_response)
             if path == "/healthz":
                 ok, why = health()

@@ -25,6 +25,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
+from gpu_health.logformat import formatter, level_number
 
 from .cache import ReadingCache
 from .collector import build_registry
@@ -104,11 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"gpu-health-exporter: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter(settings.log_format))
+    logging.basicConfig(level=level_number(settings.log_level), handlers=[handler])
+    for notice in settings.notices:
+        log.warning("%s", notice)
     exporter = build(settings)
     if settings.once:
         return run_once(exporter)

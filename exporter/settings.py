@@ -11,18 +11,25 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpu_health import __version__
 from gpu_health.durations import parse_duration
 from gpu_health.errors import ConfigError
+from gpu_health.logformat import FORMATS, LEVEL_NAMES, level_number
 
 from .sources import SOURCE_CLASSES
 
-LOG_LEVELS = ("debug", "info", "warning", "error")
+OLD_LOG_FLAG = "--log-level"  # before the exporter-toolkit's --log.level; accepted, warned
+
+
+def version_line(prog: str) -> str:
+    return f"{prog}, version {__version__} (python {platform.python_version()})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,8 @@ class Settings:
     textfile: Path | None = None
     binaries: Mapping[str, str] = field(default_factory=dict)  # vendor -> command; "" = off
     log_level: str = "info"
+    log_format: str = "logfmt"
+    notices: tuple[str, ...] = ()  # said once logging is set up (a deprecated flag, ...)
     tool_env: Mapping[str, str] = field(default_factory=dict)  # environment the tools get
     # NVIDIA Xid kernel-log following ("" switches a source off).
     kmsg_path: str = "/dev/kmsg"
@@ -58,7 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--web.listen-address", dest="listen", default=":9835", help="host:port")
     p.add_argument("--once", action="store_true", help="collect once, print, exit")
     p.add_argument("--textfile", help="also write the exposition atomically to this .prom file")
-    p.add_argument("--log-level", default="info", help="/".join(LOG_LEVELS))
+    p.add_argument("--log.level", OLD_LOG_FLAG, dest="log_level", default="info",
+                   help=f"{LEVEL_NAMES} (info)")
+    p.add_argument("--log.format", dest="log_format", default="logfmt",
+                   help=f"{' or '.join(FORMATS)} (logfmt)")
+    p.add_argument("--version", action="version", version=version_line("gpu-health-exporter"))
     p.add_argument("--kmsg-path", default="/dev/kmsg",
                    help="kernel log device followed for NVIDIA Xid lines ('' disables)")
     p.add_argument("--dmesg", default="dmesg", help="fallback when kmsg is unreadable ('' off)")
@@ -102,6 +115,8 @@ def parse_args(
         textfile=_textfile(args.textfile, problems),
         binaries={cls.vendor: getattr(args, f"bin_{cls.vendor}") for cls in SOURCE_CLASSES},
         log_level=_log_level(args.log_level, problems),
+        log_format=_log_format(args.log_format, problems),
+        notices=_notices(args_list),
         tool_env=dict(os.environ if environ is None else environ),
         **_kernel_log(args, problems),
     )
@@ -159,6 +174,18 @@ def _textfile(text: str | None, problems: list[str]) -> Path | None:
 
 
 def _log_level(text: str, problems: list[str]) -> str:
-    if text.lower() not in LOG_LEVELS:
-        problems.append(f"--log-level: {text!r} is not one of {', '.join(LOG_LEVELS)}")
+    if level_number(text) is None:
+        problems.append(f"--log.level: {text!r} is not one of {LEVEL_NAMES}")
     return text.lower()
+
+
+def _log_format(text: str, problems: list[str]) -> str:
+    if text not in FORMATS:
+        problems.append(f"--log.format: {text!r} is not one of {', '.join(FORMATS)}")
+    return text
+
+
+def _notices(argv: Sequence[str]) -> tuple[str, ...]:
+    if any(a == OLD_LOG_FLAG or a.startswith(OLD_LOG_FLAG + "=") for a in argv):
+        return (f"{OLD_LOG_FLAG} is deprecated and will be removed: use --log.level",)
+    return ()

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import sys
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from gpu_health import logformat
 from gpu_health.clock import rfc3339, rfc3339_or_none
 from gpu_health.durations import format_duration, parse_duration
 
@@ -42,3 +48,46 @@ def test_rfc3339_is_utc_with_z_whatever_the_input_zone() -> None:
     assert rfc3339(datetime(2026, 1, 1)) == "2026-01-01T00:00:00Z"  # naive is naive UTC
     assert rfc3339_or_none(None) is None
     assert rfc3339_or_none(datetime(2026, 1, 1, tzinfo=UTC)) == "2026-01-01T00:00:00Z"
+
+
+# -- gpu_health.logformat -------------------------------------------------------------------------
+
+def _record(msg: str, level: int = logging.INFO, exc: bool = False) -> logging.LogRecord:
+    info = None
+    if exc:
+        try:
+            raise ValueError("bad\nvalue")
+        except ValueError:
+            info = sys.exc_info()
+    record = logging.LogRecord("evaluator.x", level, __file__, 1, msg, (), info)
+    record.created = 1_767_225_600.25  # 2026-01-01T00:00:00.250Z
+    record.msecs = 250.0
+    return record
+
+
+def test_logfmt_quotes_what_needs_it_and_keeps_one_line() -> None:
+    fmt = logformat.formatter("logfmt")
+    assert fmt.format(_record("plain")) == \
+        "ts=2026-01-01T00:00:00.250Z level=info logger=evaluator.x msg=plain"
+    line = fmt.format(_record('a "b"\nc\\d', logging.WARNING))
+    assert line.endswith(r'level=warn logger=evaluator.x msg="a \"b\"\nc\\d"')
+    failed = fmt.format(_record("boom", logging.ERROR, exc=True))
+    assert "\n" not in failed and "level=error" in failed
+    assert 'err="Traceback' in failed and r"ValueError: bad\nvalue" in failed
+
+
+def test_json_has_the_same_keys() -> None:
+    doc = json.loads(logformat.formatter("json").format(_record("x", logging.DEBUG, exc=True)))
+    assert doc["ts"] == "2026-01-01T00:00:00.250Z" and doc["level"] == "debug"
+    assert doc["logger"] == "evaluator.x" and doc["msg"] == "x" and "ValueError" in doc["err"]
+
+
+@given(st.text(max_size=200))
+def test_logfmt_never_breaks_a_line(message: str) -> None:
+    assert "\n" not in logformat.formatter("logfmt").format(_record(message))
+
+
+def test_level_names_follow_the_exporter_toolkit() -> None:
+    assert [logformat.level_number(n) for n in ("debug", "INFO", "warn", "warning", "error")] \
+        == [logging.DEBUG, logging.INFO, logging.WARNING, logging.WARNING, logging.ERROR]
+    assert logformat.level_number("loud") is None

@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from prometheus_client import PlatformCollector, ProcessCollector
 
 from evaluator.alerts.loop import AlertLoop, CardActions
 from evaluator.app import EvaluatorApp
@@ -127,6 +128,9 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
                                     f"{secrets.token_hex(3)}"
     db = open_store(config, member)
     app = EvaluatorApp(start_loops=start_loops, tokens=tokens, listen_host=config.listen_host)
+    # process_* and python_info, as every Prometheus exporter has (no node data: public).
+    ProcessCollector(registry=app.registry)
+    PlatformCollector(registry=app.registry)
     try:
         if not db.shared:
             refuse_backtest_file(db, config.storage_path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,10 @@ def test_ha_compose_example(tmp_path: Path) -> None:
     assert config.postgres is not None and config.postgres.password == "secret"
     assert config.postgres.url == "postgresql://gpuhealth@postgres:5432/gpuhealth"
     assert config.ha.lease_ttl == 15
+
+
+def test_the_licence_is_an_spdx_expression() -> None:
+    """``license = { text = ... }`` made setuptools print a deprecation three times per install."""
+    doc = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert doc["project"]["license"] == "Apache-2.0"
+    assert "setuptools>=77" in doc["build-system"]["requires"]  # the first to read SPDX strings

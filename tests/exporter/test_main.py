@@ -76,7 +76,7 @@ def test_once_with_every_vendor_and_a_failing_one_exits_zero_and_passes_promtool
 ) -> None:
     env = {**tool_env, "FAKE_NVIDIA_MODE": "exit18", "FAKE_XPU_MODE": "garbage"}
     result = run(["--once", "--nvidia-smi", NVIDIA_SMI, "--xpu-smi", XPU_SMI,
-                  "--cnmon", CNMON, "--log-level", "error"], env)
+                  "--cnmon", CNMON, "--log.level", "error"], env)
     assert result.returncode == 0
     metrics = Scrape(result.stdout)
     assert metrics.get("gpu_health_exporter_collect_errors_total", vendor="nvidia",
@@ -93,11 +93,11 @@ def test_bad_arguments_exit_2_listing_every_problem(tool_env: dict[str, str]) ->
     result = run(["--once", "--collect-interval", "0", "--stale-after", "10s",
                   "--tool-timeout", "soon", "--max-output-bytes", "-5",
                   "--web.listen-address", "9835", "--textfile", "/no/such/dir/x.txt",
-                  "--log-level", "chatty", "--frobnicate"], tool_env)
+                  "--log.level", "chatty", "--frobnicate"], tool_env)
     assert result.returncode == 2 and result.stdout == ""
     for fragment in ("'--frobnicate'", "--collect-interval", "--tool-timeout",
                      "--max-output-bytes", "--web.listen-address", "must end in .prom",
-                     "does not exist", "--log-level"):
+                     "does not exist", "--log.level"):
         assert fragment in result.stderr, fragment
     assert "8 problem(s)" in result.stderr
 
@@ -137,13 +137,21 @@ def test_serves_metrics_writes_textfile_and_stops_on_sigterm(
                 pass
             time.sleep(0.05)
         assert INFO_METRIC + "{" in body
+        # The process's own metrics, as every exporter has (never in the textfile below).
+        assert "\nprocess_cpu_seconds_total " in body and "\npython_info{" in body
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
             assert r.status == 200
+        head = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", method="HEAD")
+        with urllib.request.urlopen(head, timeout=5) as r:  # prometheus_client alone: 405
+            assert r.status == 200 and r.read() == b""
+            assert int(r.headers["Content-Length"]) > 1000
+            assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         # The textfile is written after the tick that filled /metrics: wait for it too.
         while not (textfile.exists() and INFO_METRIC in textfile.read_text()) and (
                 time.monotonic() < deadline):
             time.sleep(0.05)
         assert textfile.exists() and INFO_METRIC in textfile.read_text()
+        assert "process_" not in textfile.read_text(), "node_exporter has its own process_*"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:

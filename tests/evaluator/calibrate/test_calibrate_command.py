@@ -43,7 +43,7 @@ def calibrate(tmp_path: Path, fleet: Path, *extra: str) -> tuple[int, dict[str, 
     db.write_bytes(fleet.read_bytes())  # each run on its own copy of the history
     out = tmp_path / "report.json"
     code = main(["calibrate", "--db", str(db), "--rules", str(fleet.parent / "v1-small.yaml"),
-                 *SEARCH, "--output", str(out), "--log-level", "WARNING", *extra])
+                 *SEARCH, "--output", str(out), "--log.level", "warn", *extra])
     return code, json.loads(out.read_text()) if out.exists() else {}
 
 

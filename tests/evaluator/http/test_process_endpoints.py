@@ -75,6 +75,10 @@ async def test_endpoints_after_one_cycle(server: StandIn, tmp_path: Path) -> Non
                     "gpu-01", "acme", True, 4)
             async with http.get(base + "/metrics") as r:
                 text = await r.text()
+            for path in ("/metrics", "/healthz", "/targets", "/api/v1/openapi.json"):
+                async with http.head(base + path) as r:  # HEAD wherever GET is served
+                    assert r.status == 200 and await r.read() == b"", path
+        assert "\nprocess_cpu_seconds_total " in text and "\npython_info{" in text
         for line in (
             'gpu_health_evaluator_rows_written_total{source="real"} 4.0',
             'gpu_health_evaluator_write_decisions_total{reason="first"} 4.0',

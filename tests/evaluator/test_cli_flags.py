@@ -1,0 +1,47 @@
+"""The evaluator's command-line conventions of a Prometheus component: ``--version``,
+``--log.level`` / ``--log.format`` on every subcommand (the old ``--log-level`` accepted and
+warned), and ``process_*`` / ``python_info`` on its public ``/metrics``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluator.cli import COMMANDS, parse_args
+from gpu_health import __version__
+from tests.shared import REPO
+
+
+def evaluator(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).parent / "gpu-health-evaluator"  # the installed entry point
+    return subprocess.run([str(script), *args], cwd=REPO, input=stdin,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_version_prints_and_exits_0() -> None:
+    result = evaluator("--version")
+    assert result.returncode == 0
+    assert result.stdout.startswith(f"gpu-health-evaluator, version {__version__} (python 3.")
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_subcommand_takes_the_log_flags(command: str) -> None:
+    args = parse_args([command, "--log.level", "WARN", "--log.format", "json"])
+    assert (args.log_level, args.log_format, args.deprecated_flags) == ("WARN", "json", [])
+
+
+def test_json_logs_and_the_old_flag_warned() -> None:
+    result = evaluator("tokens-hash", "--log-level", "DEBUG", "--log.format", "json",
+                       stdin="a-token")
+    assert result.returncode == 0 and len(result.stdout.strip()) == 64
+    [line] = [json.loads(x) for x in result.stderr.splitlines()]
+    assert line["level"] == "warn" and "--log-level is deprecated" in line["msg"]
+
+
+def test_a_bad_level_or_format_exits_2() -> None:
+    assert evaluator("tokens-hash", "--log.level", "loud").returncode == 2
+    assert evaluator("tokens-hash", "--log.format", "xml").returncode == 2
