@@ -226,12 +226,37 @@ def _table_row(label: str, v: dict[str, Any]) -> tuple[str, ...]:
             str(layers.get("strong", 0)), str(layers.get("trend", 0)))
 
 
+def summary_sentence(v: dict[str, Any]) -> str:
+    """One plain sentence on what a version predicted: first faults caught, and whether its
+    hits were warnings or came after the card had already failed."""
+    first, repeat = v["by_class"]["first_fault"], v["by_class"]["repeat"]
+    label, faults, caught = v["label"], first["faulty_cards"], first["predicted_faulty_cards"]
+    if faults == 0:
+        head = f"{label}: no card had its first fault in the period, so it shows nothing " \
+               "about predicting one"
+    elif faults == 1:
+        head = f"{label} {'predicted' if caught else 'did not predict'} the one first fault"
+    else:
+        head = f"{label} predicted {'none' if caught == 0 else caught} of the {faults} first " \
+               "faults"
+    early, late = first["predictions"]["hit"], repeat["predictions"]["hit"]
+    if early + late == 0:
+        tail = f"none of its {v['matured']} matured predictions was a hit"
+    elif early == 0:
+        tail = f"every hit ({late}) was on a card that had already failed"
+    else:
+        tail = f"{early} of its {early + late} hits came before a card's first fault"
+    return f"{head}; {tail}."
+
+
 def render_text(report: dict[str, Any]) -> str:
     """The readable table printed on stdout."""
     period, base, info = report["period"], report["base_rates"], report["input"]
     lines = [
         f"gpu-health backtest {period['since']} .. {period['until']} ({period['days']:g} days)",
         f"input: {info.get('summary', info.get('kind'))}",
+        *([f"database: {report['database']} (kept: replay it again with --db)"]
+          if report.get("database") else []),
         f"base rates: {base['cards']} cards ({base['monitorable_cards']} monitorable), "
         f"{_num(base['observed_card_days'])} observed card-days, {base['cards_with_fault']} "
         f"cards with a fault, {base['faults_preceded_by_correctable']} of them preceded by a "
@@ -250,6 +275,7 @@ def render_text(report: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
               for r in table]
+    lines += ["", *(summary_sentence(v) for v in report["versions"])]
     lines += ["", *(f"{v['label']}: {v['note']}" for v in report["versions"])]
     lines += [f"{v['label']}: FLAG {v['flag']}" for v in report["versions"] if v.get("flag")]
     lines += [f"{v['label']} vs baseline {c['baseline']}: {c['reason']}"

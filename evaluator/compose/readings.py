@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from evaluator.app import EvaluatorApp
 from evaluator.backtest.bootstrap import HistoryBootstrap
-from evaluator.cluster.assign import TargetShare
+from evaluator.cluster.assign import TargetShare, owner
 from evaluator.cluster.membership import Cluster
 from evaluator.config.file import Config
 from evaluator.http.api.auth import Principal
@@ -143,13 +143,14 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     app.add_loop("discovery", TICK_SECONDS, discover, at_start=True)
     app.add_loop("ingest", scrape.interval, pipeline.run_cycle,
                  stuck_after=max(3 * scrape.interval + scrape.timeout, 300.0))
-    add_node_routes(app.web_app, app, _node_views(db, discovery, pipeline))
+    add_node_routes(app.web_app, app, _node_views(db, discovery, pipeline, cluster))
     app.on_start(lambda: _log_ready(config, discovery), after_ticks=True)
     return pipeline, discovery
 
 
 
-def _node_views(db: Database, discovery: Discovery, pipeline: IngestPipeline) -> NodeViews:
+def _node_views(db: Database, discovery: Discovery, pipeline: IngestPipeline,
+                cluster: Cluster | None) -> NodeViews:
     """Which nodes a caller may see: those the store files under one of its tenants (as the
     API decides) and the discovered targets labelled with one of them."""
 
@@ -158,10 +159,13 @@ def _node_views(db: Database, discovery: Discovery, pipeline: IngestPipeline) ->
         stored = await db.run(visible_nodes, db, tenants)
         return stored | {t.node_id for t in discovery.targets if t.tenant in tenants}
 
+    scraper_of = None if cluster is None else (
+        lambda url: owner(url, {*cluster.members(), cluster.me}), cluster.me)
     return NodeViews(
         targets=lambda: (discovery.targets, pipeline.last_results, discovery.conflicts,
                          discovery.last_errors),
-        visible=visible, target_nodes=lambda: {t.url: t.node_id for t in discovery.targets})
+        visible=visible, target_nodes=lambda: {t.url: t.node_id for t in discovery.targets},
+        scraper_of=scraper_of)
 
 
 async def _log_ready(config: Config, discovery: Discovery) -> None:

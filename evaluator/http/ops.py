@@ -109,6 +109,8 @@ class NodeViews:
     visible: Callable[[Principal], Awaitable[frozenset[str]]]  # only for callers with tenants
     target_nodes: Callable[[], Mapping[str, str]]  # target URL -> node id, now
     source: Callable[[], Mapping[str, Any]] | None = None  # a Prometheus source's state
+    # Several evaluators (docs/ha.md): (target URL -> the member that scrapes it, this member).
+    scraper_of: tuple[Callable[[str], str | None], str] | None = None
 
 
 def add_node_routes(app: web.Application, host: OpsHost, views: NodeViews) -> None:
@@ -121,7 +123,7 @@ def add_node_routes(app: web.Application, host: OpsHost, views: NodeViews) -> No
         mine = [t for t in listed if full or (t.tenant is not None
                                               and t.tenant in (principal.tenants or ()))]
         body: dict[str, Any] = {
-            "targets": [target_row(t, results.get(t.url)) for t in mine],
+            "targets": [target_row(t, results.get(t.url), views.scraper_of) for t in mine],
             "discovery_conflicts": list(conflicts) if full else [],
             "discovery_errors": dict(errors) if full else {},
         }
@@ -153,8 +155,21 @@ def _keeper(visible: frozenset[str],
     return keep
 
 
-def target_row(target: Target, result: ScrapeResult | None) -> dict[str, Any]:
+def target_row(target: Target, result: ScrapeResult | None,
+               scraper_of: tuple[Callable[[str], str | None], str] | None = None
+               ) -> dict[str, Any]:
+    """One target's row. With several evaluators the row names the member that scrapes it; on
+    the others ``up`` is null with a note saying where its status is (their own last result, if
+    any, is from before the target moved and would be stale)."""
     row: dict[str, Any] = {"url": target.url, "node": target.node_id, "tenant": target.tenant}
+    if scraper_of is not None:
+        member, me = scraper_of[0](target.url), scraper_of[1]
+        row["scraped_by"] = member
+        if member != me:
+            row["up"] = None
+            row["note"] = (f"scraped by evaluator {member}: its /targets shows this target's "
+                           "status")
+            return row
     if result is None:
         row["up"] = None
         return row

@@ -82,6 +82,16 @@ def test_one_leader_and_each_target_scraped_by_one_member(ha: HaCluster) -> None
               for node, times in ha.fleet.scrape_times().items()}
     # one member per target: about two scrapes each in two cycles, never three members' worth
     assert all(1 <= n <= 3 for n in counts.values()), counts
+    # Every member's /targets names the same scraper per target; only that one shows `up`.
+    pages = {m: http("GET", f"{base}/targets")[1]["targets"] for m, base in ha.urls.items()}
+    owners = {m: {row["url"]: row["scraped_by"] for row in rows} for m, rows in pages.items()}
+    assert len({tuple(sorted(o.items())) for o in owners.values()}) == 1, owners
+    for member, rows in pages.items():
+        for row in rows:
+            if row["scraped_by"] == member:
+                assert row["up"] is True and "note" not in row, row
+            else:
+                assert row["up"] is None and row["scraped_by"] in row["note"], row
 
 
 def test_the_degrading_cards_alert_once(ha: HaCluster) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.backtest.report import summary_sentence
 from evaluator.compose import build_service
 from evaluator.config.file import load_config
 from evaluator.main import main
@@ -90,7 +91,10 @@ def test_import_then_replay_again_on_the_marked_file(
                "--plot", str(png), "--sweep", "window_days=7,30") == 0
     text = capsys.readouterr().out
     assert "precision" in text and "assumption: a card is observed only" in text
+    assert f"database: {path} (kept: replay it again with --db)" in text.splitlines()
     report = json.loads(out.read_text())
+    for version in report["versions"]:
+        assert summary_sentence(version) in text.splitlines()
     assert [v["window_days"] for v in report["versions"]] == [7, 30]
     assert report["input"]["cards"] == 2 and report["input"]["observe_after_days"] == 30
     assert report["base_rates"]["cards_with_fault"] == 2
