@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry
 from evaluator.http.access import new_application, open_mode, unruled_routes
 from evaluator.http.api.auth import TokenSet
 from evaluator.http.errors import RequestMetrics
+from evaluator.http.index import add_index_route
 from evaluator.http.ops import add_ops_routes
 from evaluator.selfmetrics import SelfMetrics
 from gpu_health.errors import GpuHealthError
@@ -81,6 +82,7 @@ class EvaluatorApp:
         self.web_app = new_application(RequestMetrics(self.registry), tokens=tokens,
                                        listen_host=listen_host)
         add_ops_routes(self.web_app, self)
+        add_index_route(self.web_app)
         self.web_app.cleanup_ctx.append(self._lifecycle)
 
     # -- what compose registers ---------------------------------------------------------------
