@@ -37,6 +37,7 @@ import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -54,7 +55,9 @@ SIM_CARDS: Final = 2
 COLLECT_SECONDS: Final = 5
 ADVANCE_SECONDS: Final = 10.0
 WORKER_SECONDS: Final = 60.0  # the product default is the rule file's 30 minutes
-FAULT_AFTER_ADVANCES: Final = 12  # the live card's uncorrectable error, ~2 minutes in
+FAULT_AFTER_ADVANCES: Final = 18  # the live card's uncorrectable error, ~3 minutes in
+FAKE_UUID: Final = "GPU-00000000-0000-0000-0000-000000000000"  # card 0 of the fake nvidia-smi
+HISTORY_STEP: Final = timedelta(minutes=5)
 EXPORTER_START_S: Final = 20.0
 
 
@@ -91,26 +94,33 @@ def _free_port(wanted: int) -> int:
         return int(s.getsockname()[1])
 
 
-def _seed(storage: Path) -> int:
-    """Replace the simulated history (``simulate --purge`` touches simulated rows only)."""
-    from evaluator.simulate.profiles import PROFILES
-    from evaluator.simulate.writer import run_simulation
+def _seed(storage: Path, live: bool) -> tuple[int, int]:
+    """Replace the simulated history (``simulate --purge`` touches simulated rows only); with
+    the fake tool, also the live card's past days (:data:`LIVE_DAILY`), ending now, so its
+    trend can be judged within minutes. Returns (rows written, the live card's count now)."""
+    from evaluator.model import CardKey
+    from evaluator.simulate.profiles import LIVE_DAILY, PROFILES, live_history
+    from evaluator.simulate.writer import run_simulation, write_series
+    from gpu_health.contract import SOURCE_SIMULATED
 
     run_simulation(SimulateOptions(storage_path=storage, purge=True), progress=False)
-    written = run_simulation(SimulateOptions(
+    written = sum(run_simulation(SimulateOptions(
         storage_path=storage, profiles=PROFILES, cards=SIM_CARDS, days=SIM_DAYS),
-        progress=False)
-    return sum(written.values())
+        progress=False).values())
+    if live:
+        written += write_series(storage, live_history(
+            CardKey(DEMO_NODE, 0, SOURCE_SIMULATED), FAKE_UUID, datetime.now(UTC), HISTORY_STEP))
+    return written, sum(LIVE_DAILY)
 
 
 class FakeCard:
-    """The fake tool's state file: a card whose correctable count grows faster and faster and
-    which, after ``FAULT_AFTER_ADVANCES`` advances, logs one uncorrectable error (the strong
-    signal the worker predicts on at its next tick)."""
+    """The fake tool's state file: a card whose correctable count grows faster and faster (the
+    v2 trend signal warns within about a minute, given its seeded past days) and which, after
+    ``FAULT_AFTER_ADVANCES`` advances, logs one uncorrectable error (the strong signal)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, corrected: int = 40) -> None:
         self.path = path
-        self.corrected = 40
+        self.corrected = corrected
         self.uncorrected = 0
         self.step = 1
 
@@ -132,17 +142,23 @@ class FakeCard:
 Exporter = tuple[subprocess.Popen[bytes], str, "FakeCard | None"]
 
 
-def _start_exporter(port: int, folder: Path, environ: Mapping[str, str]) -> Exporter:
+def real_tool(environ: Mapping[str, str]) -> bool:
+    """A real nvidia-smi on PATH: the demo reads it (real data), else the fake one."""
+    return shutil.which("nvidia-smi", path=environ.get("PATH")) is not None
+
+
+def _start_exporter(port: int, folder: Path, environ: Mapping[str, str],
+                    corrected: int) -> Exporter:
     """The exporter subprocess, what it collects from, and the fake card (None: real tool)."""
     argv = [sys.executable, "-m", "exporter.main", f"--web.listen-address=127.0.0.1:{port}",
             f"--collect-interval={COLLECT_SECONDS}s", f"--stale-after={3 * COLLECT_SECONDS}s",
             f"--tool-timeout={COLLECT_SECONDS}s"]
     env = dict(environ)
     card: FakeCard | None = None
-    if shutil.which("nvidia-smi", path=env.get("PATH")) is not None:
+    if real_tool(env):
         source = "the real nvidia-smi on PATH"
     elif FAKE_TOOL.exists():
-        card = FakeCard(folder / "nvidia-state.json")
+        card = FakeCard(folder / "nvidia-state.json", corrected)
         card.write()
         env["FAKE_NVIDIA_STATE"] = str(card.path)
         argv += [f"--nvidia-smi={FAKE_TOOL}", "--xpu-smi=", "--cnmon="]
@@ -182,15 +198,28 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(5)
 
 
+LIVE_FAKE: Final = """The live card has 9 days of seeded
+history; its correctable errors now ramp up, so the v2 trend signal warns about it within
+about a minute, BEFORE it logs an uncorrectable error about three minutes in (which makes
+that prediction a hit). Its hourly ECC increases are in ecc-rate."""
+LIVE_REAL: Final = """The live node reads your real nvidia-smi: real
+data, stored and predicted like any real card (the prediction state on /metrics includes it)."""
+
+
 def _banner(ev: str, exporter: str, source: str, storage: Path, rows: int, node: str,
             live: str) -> str:
     api = f"{ev}/api/v1/gpu-health"
+    live_card = LIVE_FAKE if live == "simulated" else LIVE_REAL
+    pad = " " * len(ev)
     return f"""
 gpu-health demo is running (Ctrl-C stops it).
 
   exporter   {exporter}/metrics
              collecting from {source}; live node "{node}"
-  evaluator  {ev}/metrics      self-metrics + prediction state (what Grafana reads)
+  evaluator  {ev}/             what is served here, with links
+             {ev}/metrics      self-metrics + the REAL prediction state (what Grafana
+             {pad}              reads): the simulated cards are kept out of it, so it shows
+             {pad}              no open prediction for them
              {ev}/targets      scrape status of the exporter
   API        {api}/predictions?source=simulated
              {api}/prediction-stats?source=simulated
@@ -202,8 +231,7 @@ gpu-health demo is running (Ctrl-C stops it).
   store      {storage} ({rows} simulated rows: nodes sim-<profile>)
 
 The demo runs the prediction worker every {WORKER_SECONDS:g} s (the product: every
-scan_interval_minutes of the rule file, 30 by default). The live card logs an uncorrectable
-error about two minutes in, so its first prediction appears within the first few minutes.
+scan_interval_minutes of the rule file, 30 by default). {live_card}
 Simulated predictions appear only with ?source=simulated; they never alert and never count in
 the real statistics. The thresholds are initial empirical values awaiting calibration.
 """
@@ -253,7 +281,7 @@ async def _until_stopped(duration: float | None, card: FakeCard | None) -> None:
 
 def run_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     options = demo_options(args)
-    rows = _seed(options.storage_path)
+    rows, corrected = _seed(options.storage_path, live=not real_tool(environ))
     exporter_port = _free_port(options.exporter_port)
     options = DemoOptions(options.storage_path, options.duration,
                           _free_port(options.port) if options.port else 0, exporter_port,
@@ -262,7 +290,7 @@ def run_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     exporter_url = f"http://127.0.0.1:{exporter_port}"
     proc: subprocess.Popen[bytes] | None = None
     try:
-        proc, source, card = _start_exporter(exporter_port, folder, environ)
+        proc, source, card = _start_exporter(exporter_port, folder, environ, corrected)
         node = DEMO_NODE if card is not None else socket.gethostname()
         _wait_for_exporter(proc, f"{exporter_url}/metrics", folder / "exporter.log")
         asyncio.run(_serve(options, exporter_url, card, node,

@@ -121,6 +121,32 @@ def readings(profile: str, key: CardKey, start: datetime, end: datetime, step: t
         at += step
 
 
+# The demo's live card (evaluator/demo.py): the days before the demo starts, so the v2 trend
+# signal can judge it within minutes. Correctable errors added per 24 h, oldest day first: the
+# last three days grow (k = 3 strictly increasing windows) while the newest stays under
+# min_increase (32), so the history alone predicts nothing and the live ramp (1, 2, 3, ... per
+# advance) crosses it within the first minute.
+LIVE_DAILY: Final = (4, 4, 4, 4, 4, 4, 6, 10, 20)
+
+
+def live_history(key: CardKey, uuid: str, end: datetime, step: timedelta,
+                 daily: tuple[int, ...] = LIVE_DAILY) -> Iterator[Sample]:
+    """One reading per ``step`` over ``len(daily)`` days ending at ``end`` (exclusive): the
+    correctable count grows by ``daily[i]`` over day ``i``, evenly within the day; it reaches
+    ``sum(daily)`` at ``end``. Counters as the demo's fake H100 shows them."""
+    card = CardKey(key.node_id, key.gpu_index, SOURCE_SIMULATED)
+    start = end - timedelta(days=len(daily))
+    at = start
+    while at < end:
+        days = (at - start) / timedelta(days=1)
+        i = min(int(days), len(daily) - 1)
+        count = sum(daily[:i]) + math.floor(daily[i] * (days - i))
+        yield Sample(card, uuid, at, Counters(ecc_uncorrected_total=0, ecc_corrected_total=count,
+                                              retired_pages=None, remapped_rows_pending=0,
+                                              remapped_rows_failure=0))
+        at += step
+
+
 def change_only(stream: Iterable[Sample], keepalive: timedelta = DEFAULT_KEEPALIVE
                 ) -> Iterator[Sample]:
     """The rows the evaluator would store for ``stream`` (one card, in time order)."""

@@ -15,9 +15,11 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
+from pathlib import Path
 
 from tqdm import tqdm
 
+from evaluator.ingest.write_rule import DEFAULT_KEEPALIVE
 from evaluator.model import CardKey, Sample
 from evaluator.simulate.options import SimulateOptions
 from evaluator.simulate.profiles import change_only, readings, steps_between
@@ -79,6 +81,22 @@ def _write(db: Database, options: SimulateOptions, clock: Clock,
     log.info("simulated %d rows for %d nodes x %d cards over %.1f days ending %s",
              sum(written.values()), len(nodes), options.cards, options.days, end.isoformat())
     return written
+
+
+def write_series(storage_path: Path, stream: Iterable[Sample],
+                 keepalive: timedelta = DEFAULT_KEEPALIVE) -> int:
+    """Write one simulated card's readings through the write rule, in one transaction; returns
+    the rows written. Refuses a reading that is not simulated (never mixed with real data)."""
+    db = Database(storage_path)
+    try:
+        rows = list(change_only(stream, keepalive))
+        if any(r.key.source != SOURCE_SIMULATED for r in rows):
+            raise ConfigError("write_series writes simulated readings only")
+        with db.transaction():
+            insert_samples(db, rows)
+        return len(rows)
+    finally:
+        db.close()
 
 
 def _counted(stream: Iterable[Sample], bar: tqdm[None]) -> Iterator[Sample]:

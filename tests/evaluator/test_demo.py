@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import urllib.request
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from evaluator.model import CardKey, Counters, Sample
@@ -36,7 +36,7 @@ def test_bounded_demo_runs_the_chain_and_stops_cleanly(tmp_path: Path) -> None:
     out = result.stdout
     assert "gpu-health demo is running" in out and "stopping the demo" in out
     exporter = re.search(r"exporter   (http://127\.0\.0\.1:\d+)/metrics", out)
-    evaluator = re.search(r"evaluator  (http://127\.0\.0\.1:\d+)/metrics", out)
+    evaluator = re.search(r"evaluator  (http://127\.0\.0\.1:\d+)/ ", out)
     assert exporter and evaluator, out
     assert "predictions?source=simulated" in out and "awaiting calibration" in out
     for url in (exporter.group(1), evaluator.group(1)):  # both are gone after the run
@@ -112,3 +112,56 @@ def test_the_live_card_fails_within_minutes_and_the_demo_predicts_every_minute(
         assert service.app.loops["worker"].interval == 60.0
     finally:
         service.db.close()
+
+
+def test_the_live_card_is_warned_about_before_its_fault(tmp_path: Path) -> None:
+    """The live card's seeded days plus what the exporter reads every 5 s while the fake card
+    advances every 10 s, judged by the real worker with the default v2 rules at the demo's
+    minute ticks: a trend prediction within two minutes, before the uncorrectable error."""
+    from evaluator.config.rules import load_ruleset
+    from evaluator.demo import (
+        ADVANCE_SECONDS,
+        COLLECT_SECONDS,
+        DEMO_NODE,
+        FAKE_UUID,
+        HISTORY_STEP,
+        WORKER_SECONDS,
+        FakeCard,
+    )
+    from evaluator.simulate.profiles import LIVE_DAILY, live_history
+    from evaluator.simulate.writer import write_series
+    from evaluator.worker import Worker
+
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    key = CardKey(DEMO_NODE, 0, "simulated")
+    card = FakeCard(tmp_path / "state.json", sum(LIVE_DAILY))
+    live, fault_at, elapsed, advances = [], None, 0.0, 0
+    while elapsed <= 300:
+        while advances < elapsed // ADVANCE_SECONDS:  # the demo advances the card every 10 s
+            card.advance()
+            advances += 1
+        if card.uncorrected and fault_at is None:
+            fault_at = start + timedelta(seconds=elapsed)
+        live.append(Sample(key, FAKE_UUID, start + timedelta(seconds=elapsed), Counters(
+            card.uncorrected, card.corrected, None, 0, 0)))
+        elapsed += COLLECT_SECONDS
+    assert fault_at is not None and fault_at - start >= timedelta(minutes=2)
+    store = tmp_path / "demo.duckdb"
+    write_series(store, [*live_history(key, FAKE_UUID, start, HISTORY_STEP), *live])
+    db = Database(store)
+    try:
+        worker = Worker(db, load_ruleset(REPO / "rules" / "v2-ecc-xid.yaml", env={}))
+        first = None
+        for tick in range(5):
+            made = worker.tick(start + timedelta(seconds=tick * WORKER_SECONDS)).predictions
+            if tick == 0:
+                assert made == (), "the seeded days alone predict nothing"
+            if made and first is None:
+                first = made[0]
+        assert first is not None and (first.node_id, first.layer) == (DEMO_NODE, "trend")
+        assert first.t0 - start <= timedelta(minutes=2) and first.t0 < fault_at
+        status = db.fetchone("SELECT status FROM gpu_health_predictions WHERE id = ?",
+                             [first.id])[0]
+        assert status == "hit", "the uncorrectable error inside its window makes it a hit"
+    finally:
+        db.close()
