@@ -39,6 +39,7 @@ from evaluator.http.index import add_index_route
 from evaluator.http.ops import add_ops_routes
 from evaluator.selfmetrics import SelfMetrics
 from gpu_health.errors import GpuHealthError
+from gpu_health.webguard import WebGuard
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,8 @@ class EvaluatorApp:
 
     def __init__(self, *, registry: CollectorRegistry | None = None,
                  metrics: SelfMetrics | None = None, start_loops: bool = True,
-                 tokens: TokenSet | None = None, listen_host: str = "127.0.0.1") -> None:
+                 tokens: TokenSet | None = None, listen_host: str = "127.0.0.1",
+                 guard: WebGuard | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         # Series that name nodes (or count over every tenant's nodes): docs/security.md.
         self.node_registry = CollectorRegistry()
@@ -80,7 +82,7 @@ class EvaluatorApp:
         self._stop_hooks: list[Hook] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.web_app = new_application(RequestMetrics(self.registry), tokens=tokens,
-                                       listen_host=listen_host)
+                                       listen_host=listen_host, guard=guard)
         add_ops_routes(self.web_app, self)
         add_index_route(self.web_app)
         self.web_app.cleanup_ctx.append(self._lifecycle)

@@ -35,6 +35,11 @@ DEMO_HELP: Final = ("run the exporter (fake tools when no nvidia-smi) and the ev
                     "demo store with simulated history; print where to look")
 
 
+def run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--web.config.file", dest="web_config", type=Path, default=None,
+                   help="exporter-toolkit web config: TLS and basic auth (docs/security.md)")
+
+
 def _no_arguments(_parser: argparse.ArgumentParser) -> None:
     return None
 
@@ -184,7 +189,7 @@ def _rules_arguments(p: argparse.ArgumentParser) -> None:
 
 
 COMMANDS: Final[dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]]] = {
-    "run": (RUN_HELP, _no_arguments),
+    "run": (RUN_HELP, run_arguments),
     "simulate": (SIMULATE_HELP, simulate_arguments),
     "tokens-hash": (TOKENS_HASH_HELP, _no_arguments),
     "backtest": (BACKTEST_HELP, backtest_arguments),
@@ -195,6 +200,7 @@ COMMANDS: Final[dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]]
 
 
 OLD_LOG_FLAG: Final = "--log-level"
+
 
 
 def parse_args(argv: Sequence[str], default: str = "run") -> argparse.Namespace:

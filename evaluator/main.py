@@ -24,6 +24,7 @@ from evaluator.cli import parse_args
 from evaluator.config.file import Config, load_config
 from gpu_health.errors import ConfigError, GpuHealthError
 from gpu_health.logformat import formatter, level_number
+from gpu_health.webguard import WebGuard
 
 log = logging.getLogger("evaluator")
 
@@ -39,13 +40,14 @@ def cmd_run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from evaluator.http.server import bind, serve
 
     config = _config(args, environ)
+    guard = None if args.web_config is None else WebGuard(args.web_config)  # bad: exit 2
     sock = bind(config.listen_host, config.listen_port)  # a taken port fails before anything
     try:
-        service = build_service(config, environ)
+        service = build_service(config, environ, guard=guard)
     except BaseException:
         sock.close()
         raise
-    serve(service.web_app, sock)
+    serve(service.web_app, sock, guard)
     return 0
 
 

@@ -34,6 +34,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from gpu_health.webguard import REALM, WebGuard
+
 from .wsgi import call_wsgi, environ_for
 
 log = logging.getLogger(__name__)
@@ -127,7 +129,8 @@ class HttpServer:
 
     def __init__(self, host: str, port: int, app: WsgiApp, *,
                  read_timeout: float = READ_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS,
-                 workers: int = WORKERS) -> None:
+                 workers: int = WORKERS, guard: WebGuard | None = None) -> None:
+        self._guard = guard  # --web.config.file: TLS and basic auth
         self._sock = _bind(host, port)  # OSError (port taken) before any thread starts
         self.server_port = int(self._sock.getsockname()[1])
         self._app = app
@@ -171,11 +174,22 @@ class HttpServer:
             if len(server.connections) >= self.max_connections:
                 self.refused += 1
                 return _Refuse()
+            if self._guard is not None and not self._guard.admit():  # a web config gone bad
+                return _Refuse()
             return server()
 
-        await self._loop.create_server(protocol, sock=self._sock)
+        tls = None if self._guard is None else self._guard.context
+        await self._loop.create_server(protocol, sock=self._sock, ssl=tls,
+                                       ssl_handshake_timeout=self.read_timeout if tls else None)
 
     async def _handle(self, request: web.Request) -> web.Response:
+        guard = self._guard
+        if guard is not None and guard.basic_auth:  # bcrypt is slow: off the event loop
+            allowed = await self._loop.run_in_executor(
+                self._executor, guard.authorized, request.headers.get("Authorization"))
+            if not allowed:
+                return web.Response(status=401, text="unauthorized\n",
+                                    headers={"WWW-Authenticate": REALM})
         environ = environ_for(request, io.StringIO())
         status, headers, body = await self._loop.run_in_executor(
             self._executor, call_wsgi, self._app, environ)

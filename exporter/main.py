@@ -26,6 +26,7 @@ from prometheus_client.registry import CollectorRegistry
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
 from gpu_health.logformat import formatter, level_number
+from gpu_health.webguard import WebGuard
 
 from .cache import ReadingCache
 from .collector import build_registry
@@ -133,6 +134,12 @@ def run_once(exporter: Exporter) -> int:
     return 0
 
 
+def describe(guard: WebGuard) -> str:
+    tls = "on" if guard.tls else "off"
+    users = "on" if guard.basic_auth else "off"
+    return f" (web config {guard.path}: TLS {tls}, basic auth {users})"
+
+
 def run_server(exporter: Exporter) -> int:
     settings = exporter.settings
 
@@ -140,12 +147,19 @@ def run_server(exporter: Exporter) -> int:
         return exporter.loop.health(exporter.loop.clock(), settings.stale_after_s)
 
     try:
+        guard = None if settings.web_config is None else WebGuard(settings.web_config)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    try:
         server, _ = serve(settings.listen_host, settings.listen_port,
-                          make_app(exporter.registry, health), registry=exporter.registry)
+                          make_app(exporter.registry, health), registry=exporter.registry,
+                          guard=guard)
     except OSError as exc:
         log.error("cannot listen on %s:%d: %s", settings.listen_host, settings.listen_port, exc)
         return 1
-    log.info("listening on %s:%d", settings.listen_host or "*", server.server_port)
+    log.info("listening on %s:%d%s", settings.listen_host or "*", server.server_port,
+             "" if guard is None else describe(guard))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -46,6 +46,7 @@ class Settings:
     log_level: str = "info"
     log_format: str = "logfmt"
     notices: tuple[str, ...] = ()  # said once logging is set up (a deprecated flag, ...)
+    web_config: Path | None = None  # --web.config.file: TLS and basic auth (docs/security.md)
     tool_env: Mapping[str, str] = field(default_factory=dict)  # environment the tools get
     # NVIDIA Xid kernel-log following ("" switches a source off).
     kmsg_path: str = "/dev/kmsg"
@@ -65,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tool-timeout", default="20s", help="kill a vendor tool after this (20s)")
     p.add_argument("--max-output-bytes", default="1048576", help="cap on a tool's stdout")
     p.add_argument("--web.listen-address", dest="listen", default=":9835", help="host:port")
+    p.add_argument("--web.config.file", dest="web_config", default=None,
+                   help="exporter-toolkit web config: TLS and basic auth (docs/security.md)")
     p.add_argument("--once", action="store_true", help="collect once, print, exit")
     p.add_argument("--textfile", help="also write the exposition atomically to this .prom file")
     p.add_argument("--log.level", OLD_LOG_FLAG, dest="log_level", default="info",
@@ -117,6 +120,7 @@ def parse_args(
         log_level=_log_level(args.log_level, problems),
         log_format=_log_format(args.log_format, problems),
         notices=_notices(args_list),
+        web_config=None if not args.web_config else Path(args.web_config),
         tool_env=dict(os.environ if environ is None else environ),
         **_kernel_log(args, problems),
     )

@@ -66,10 +66,12 @@ class ApiError(GpuHealthError):
 
     reason = "api"
 
-    def __init__(self, status: int, message: str, *, param: str | None = None) -> None:
+    def __init__(self, status: int, message: str, *, param: str | None = None,
+                 challenge: str | None = None) -> None:
         super().__init__(message, reason=f"http_{status}")
         self.status = status
         self.param = param
+        self.challenge = challenge  # a 401's WWW-Authenticate, when not the bearer one
 
 
 class AlertError(GpuHealthError):

@@ -57,6 +57,7 @@ from evaluator.store.postgres import PostgresDatabase
 from evaluator.worker import Worker, WorkerMetrics
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
+from gpu_health.webguard import WebGuard
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ def load_shadow_rulesets(config: Config, active: RuleSet) -> tuple[RuleSet, ...]
 
 
 def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = system_clock,
-                  start_loops: bool = True, worker_interval: float | None = None) -> Service:
+                  start_loops: bool = True, worker_interval: float | None = None,
+                  guard: WebGuard | None = None) -> Service:
     """Open the store, register the rule set, and assemble ingest + worker + API + alerts.
 
     ``worker_interval`` overrides the rule set's scan interval for the worker loop (the demo
@@ -127,7 +129,11 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     member = config.ha.member_id or f"{socket.gethostname()}:{config.listen_port}-" \
                                     f"{secrets.token_hex(3)}"
     db = open_store(config, member)
-    app = EvaluatorApp(start_loops=start_loops, tokens=tokens, listen_host=config.listen_host)
+    if guard is not None and guard.basic_auth and tokens is not None:
+        raise ConfigError("--web.config.file basic_auth_users and api.tokens_file both "
+                          "authenticate with the Authorization header: configure one of them")
+    app = EvaluatorApp(start_loops=start_loops, tokens=tokens, listen_host=config.listen_host,
+                       guard=guard)
     # process_* and python_info, as every Prometheus exporter has (no node data: public).
     ProcessCollector(registry=app.registry)
     PlatformCollector(registry=app.registry)
@@ -157,7 +163,8 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         db=lambda: db if app.started else None, clock=clock,
         current_rule_version=ruleset.version, tokens=tokens, listen_host=config.listen_host,
         registry=app.registry, retention_days=config.retention_days, ruleset=ruleset,
-        action_policy=policy, shadows=shadows))
+        action_policy=policy, shadows=shadows,
+        basic_auth=guard is not None and guard.basic_auth))
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
                             registry=app.node_registry, policy=policy, shadows=shadows)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)

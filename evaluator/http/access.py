@@ -17,6 +17,7 @@ hand-kept list. Which series of ``/metrics`` carry node data, and who sees them,
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from enum import StrEnum
@@ -25,9 +26,17 @@ from typing import Final
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from evaluator.http.api.auth import Principal, TokenSet, authenticate, is_loopback, require_scope
+from evaluator.http.api.auth import (
+    BASIC_AUTH_PRINCIPAL,
+    Principal,
+    TokenSet,
+    authenticate,
+    is_loopback,
+    require_scope,
+)
 from evaluator.http.errors import RequestMetrics, error_middleware
-from gpu_health.errors import GpuHealthError
+from gpu_health.errors import ApiError, GpuHealthError
+from gpu_health.webguard import REALM, WebGuard
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +52,10 @@ PRINCIPAL: Final = web.RequestKey("principal", Principal)
 
 
 def new_application(registry_metrics: RequestMetrics, *, tokens: TokenSet | None,
-                    listen_host: str) -> web.Application:
+                    listen_host: str, guard: WebGuard | None = None) -> web.Application:
     """The root application: the one error path outside, access control inside it."""
     app = web.Application(middlewares=[error_middleware(registry_metrics),
-                                       access_middleware(tokens, listen_host)])
+                                       access_middleware(tokens, listen_host, guard)])
     app[RULES] = {}
     return app
 
@@ -62,9 +71,13 @@ def open_mode(tokens: TokenSet | None, listen_host: str) -> bool:
     return tokens is None and is_loopback(listen_host)
 
 
-def access_middleware(tokens: TokenSet | None, listen_host: str) -> Middleware:
+def access_middleware(tokens: TokenSet | None, listen_host: str,
+                      guard: WebGuard | None = None) -> Middleware:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        basic = guard is not None and guard.basic_auth
+        if basic:  # --web.config.file's users: every route, as the exporter-toolkit does
+            await _basic_auth(guard, request.headers.get("Authorization"))
         resource = request.match_info.route.resource
         if resource is None:  # the router's own 404/405: nothing to protect
             return await handler(request)
@@ -73,12 +86,22 @@ def access_middleware(tokens: TokenSet | None, listen_host: str) -> Middleware:
             raise GpuHealthError(f"route {resource.canonical} has no access rule",
                                  reason="no_access_rule")
         if rule is not Rule.PUBLIC:
-            principal = authenticate(request.headers.get("Authorization"), tokens, listen_host)
+            principal = BASIC_AUTH_PRINCIPAL if basic else authenticate(
+                request.headers.get("Authorization"), tokens, listen_host)
             require_scope(principal, rule.value)
             request[PRINCIPAL] = principal
         return await handler(request)
 
     return middleware
+
+
+async def _basic_auth(guard: WebGuard | None, header: str | None) -> None:
+    """ApiError(401) unless the request carries one of the web config's users (bcrypt is
+    slow: checked off the event loop)."""
+    assert guard is not None
+    if not await asyncio.to_thread(guard.authorized, header):
+        raise ApiError(401, "basic authentication required (--web.config.file)",
+                       challenge=REALM)
 
 
 def routes(app: web.Application) -> Iterator[tuple[str, str]]:

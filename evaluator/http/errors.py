@@ -55,11 +55,12 @@ class RequestMetrics:
         )
 
 
-def error_body(status: int, message: str, param: str | None = None) -> web.Response:
+def error_body(status: int, message: str, param: str | None = None,
+               challenge: str | None = None) -> web.Response:
     """The one JSON error shape; a 401 also says how to authenticate."""
     response = web.json_response({"error": message, "param": param}, status=status)
     if status == 401:
-        response.headers["WWW-Authenticate"] = WWW_AUTHENTICATE
+        response.headers["WWW-Authenticate"] = challenge or WWW_AUTHENTICATE
     return response
 
 
@@ -76,7 +77,8 @@ def error_middleware(metrics: RequestMetrics) -> Middleware:
         try:
             response = await handler(request)
         except ApiError as exc:
-            reason, response = exc.reason, error_body(exc.status, str(exc), exc.param)
+            reason = exc.reason
+            response = error_body(exc.status, str(exc), exc.param, exc.challenge)
             log.debug("%s %s -> %d: %s", request.method, request.path, exc.status, exc)
         except web.HTTPException as exc:  # the router's own 404 / 405
             reason = f"http_{exc.status}"

@@ -13,11 +13,15 @@ import signal
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Final
 
 from aiohttp import web
 
 from evaluator.http.errors import JsonErrorRunner
 from gpu_health.errors import ListenError
+from gpu_health.webguard import WebGuard
+
+HANDSHAKE_S: Final = 15.0  # a TLS handshake not finished by then is dropped (like a slow request)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -35,23 +39,43 @@ def bind(host: str, port: int) -> socket.socket:
                           f"{exc.strerror or exc}") from exc
 
 
+class _Refuse(asyncio.Protocol):
+    """A connection the web config does not admit (the file turned bad): closed at once."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
+
+
 @asynccontextmanager
-async def listening(app: web.Application, sock: socket.socket) -> AsyncIterator[int]:
+async def listening(app: web.Application, sock: socket.socket,
+                    guard: WebGuard | None = None) -> AsyncIterator[int]:
     """Serve ``app`` on the bound ``sock`` while the block runs (then close it); yields the
-    port."""
+    port. With ``guard`` (``--web.config.file``) the listener speaks TLS when the file says so
+    and brings its TLS settings up to date for every new connection."""
     runner = JsonErrorRunner(app, access_log=None, handle_signals=False)
+    server: asyncio.Server | None = None
     try:
         await runner.setup()
-        site = web.SockSite(runner, sock)
-        await site.start()
+        handler = runner.server
+        assert handler is not None
+
+        def protocol() -> asyncio.BaseProtocol:
+            return handler() if guard is None or guard.admit() else _Refuse()
+
+        tls = None if guard is None else guard.context
+        server = await asyncio.get_running_loop().create_server(
+            protocol, sock=sock, ssl=tls, ssl_handshake_timeout=HANDSHAKE_S if tls else None)
         yield int(sock.getsockname()[1])
     finally:
+        if server is not None:
+            server.close()
         await runner.cleanup()
         sock.close()
 
 
-async def _until_signal(app: web.Application, sock: socket.socket) -> None:
-    async with listening(app, sock):
+async def _until_signal(app: web.Application, sock: socket.socket,
+                        guard: WebGuard | None) -> None:
+    async with listening(app, sock, guard):
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -59,6 +83,6 @@ async def _until_signal(app: web.Application, sock: socket.socket) -> None:
         await stop.wait()
 
 
-def serve(app: web.Application, sock: socket.socket) -> None:
+def serve(app: web.Application, sock: socket.socket, guard: WebGuard | None = None) -> None:
     """Run ``app`` on ``sock`` until SIGINT or SIGTERM, then shut it down cleanly."""
-    asyncio.run(_until_signal(app, sock))
+    asyncio.run(_until_signal(app, sock, guard))

@@ -55,6 +55,9 @@ class Principal:
 
 
 LOOPBACK_PRINCIPAL: Final = Principal("loopback-without-tokens", frozenset(SCOPES), None)
+# A user of --web.config.file's basic_auth_users (which cannot be combined with a tokens file:
+# both use the Authorization header): the listener's own gate, so every scope and tenant.
+BASIC_AUTH_PRINCIPAL: Final = Principal("web-config-basic-auth", frozenset(SCOPES), None)
 
 
 @dataclass(frozen=True, slots=True)

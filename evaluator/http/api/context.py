@@ -48,6 +48,7 @@ class ApiContext:
     ruleset: RuleSet | None = None
     action_policy: ActionPolicy | None = None  # recommended actions (docs/actions.md)
     shadows: tuple[RuleSet, ...] = ()  # rules.shadow: versions run beside the active one
+    basic_auth: bool = False  # --web.config.file's users gate every route (docs/security.md)
 
     def ruleset_for(self, version: str | None) -> RuleSet | None:
         """The rule set whose gates and fault definition a version's statistics use: that

@@ -106,7 +106,9 @@ async def _openapi(request: web.Request) -> web.Response:
 
 
 def _log_auth_mode(ctx: ApiContext) -> None:
-    if ctx.tokens is not None:
+    if ctx.basic_auth:
+        log.info("API: the basic auth users of --web.config.file are required on every route")
+    elif ctx.tokens is not None:
         log.info("API: bearer tokens required (%d token(s) loaded)", len(ctx.tokens.entries))
     elif is_loopback(ctx.listen_host):
         log.warning(
