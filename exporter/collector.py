@@ -24,6 +24,11 @@ from gpu_health.contract import (
     METRIC_HELP,
     METRIC_NAMES,
     METRIC_TYPES,
+    PAGES_PENDING_HELP,
+    PAGES_PENDING_METRIC,
+    RECOVERY_ACTIONS,
+    RECOVERY_HELP,
+    RECOVERY_METRIC,
     REMAP_HELP,
     REMAP_ROW_METRICS,
 )
@@ -84,6 +89,8 @@ def card_families(readings: Iterable[CardReading]) -> list[Metric]:
             for key, name in REMAP_ROW_METRICS.items()}
     banks = GaugeMetricFamily(BANK_METRIC, REMAP_HELP[BANK_METRIC],
                               labels=[*CARD_LABELS, "level"])
+    recovery = GaugeMetricFamily(RECOVERY_METRIC, RECOVERY_HELP, labels=[*CARD_LABELS, "action"])
+    pending = GaugeMetricFamily(PAGES_PENDING_METRIC, PAGES_PENDING_HELP, labels=list(CARD_LABELS))
     for reading in readings:
         labels = [str(reading.gpu), reading.uuid or "", reading.vendor]
         info.add_metric([*labels, reading.model], 1.0)
@@ -97,7 +104,12 @@ def card_families(readings: Iterable[CardReading]) -> list[Metric]:
                 rows[remap_key].add_metric(labels, float(known))
             else:
                 banks.add_metric([*labels, remap_key.removeprefix("remap_banks_")], float(known))
-    return [info, *families.values(), *rows.values(), banks]
+        if reading.recovery_action is not None:  # a state set: every action, 1 for the current
+            for action in RECOVERY_ACTIONS:
+                recovery.add_metric([*labels, action], float(action == reading.recovery_action))
+        if reading.pages_pending is not None:
+            pending.add_metric(labels, float(reading.pages_pending))
+    return [info, *families.values(), *rows.values(), banks, recovery, pending]
 
 
 def status_families(vendors: Iterable[VendorStatus]) -> list[Metric]:

@@ -51,6 +51,9 @@ class CardReading:
     counters: Counters = field(default_factory=make_counters)
     pci_bus_id: str | None = None
     remap: RemapDetails = field(default_factory=make_remap)  # NVIDIA only, where listed
+    # NVIDIA only, where the driver lists the fields (None: unknown or not asked):
+    recovery_action: str | None = None  # one of contract.RECOVERY_ACTIONS
+    pages_pending: int | None = None  # retired_pages.pending: 1 yes, 0 no
 
 
 @dataclass(frozen=True, slots=True)

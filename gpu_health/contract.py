@@ -113,3 +113,19 @@ REMAP_HELP: Final[dict[str, str]] = {
     BANK_METRIC: "Memory banks by remap availability (level: max, high, partial, low, none "
     "spare rows left). Absent when unknown.",
 }
+
+# NVIDIA's recovery action and pending page retirement (drivers that list the fields):
+# ``gpu_recovery_action`` as a state set (one series per action, 1 for the current one; absent
+# when unknown) and ``retired_pages.pending`` as 0/1. The evaluator does not store them yet: it
+# ignores them without counting them as unknown metrics.
+RECOVERY_METRIC: Final = METRIC_PREFIX + "recovery_action"
+# NVML's nvmlDeviceGpuRecoveryAction_t values 0..4 (NVIDIA, "GPU Memory Error Management",
+# "Error Recovery and Response Flags"), named as our label values.
+RECOVERY_ACTIONS: Final[tuple[str, ...]] = ("none", "gpu_reset", "node_reboot", "drain_p2p",
+                                            "drain_and_reset")
+PAGES_PENDING_METRIC: Final = METRIC_PREFIX + "retired_pages_pending"
+RECOVERY_HELP: Final = ("The recovery action the driver recommends (1 for the current action: "
+                        "none, gpu_reset, node_reboot, drain_p2p, drain_and_reset). Absent when "
+                        "unknown.")
+PAGES_PENDING_HELP: Final = ("1 when device memory pages are pending retirement until the next "
+                             "reboot or GPU reset, else 0. Absent when unknown.")

@@ -14,9 +14,10 @@ Applies the contract in ``gpu_health.contract`` and the decisions of the ingest 
 - ``gpu_health_xid_errors_total{xid}`` gives the card's XID counts (same value rules; a series
   without a whole-number ``xid`` label is ignored). It is not one of the five counters and never
   fills one;
-- other ``gpu_health_*`` series (not the exporter's ``gpu_health_exporter_*`` self-metrics) are
-  contract series this evaluator does not know, e.g. from a newer exporter: they are ignored and
-  counted as ``unknown_metric``.
+- other ``gpu_health_*`` series (not the exporter's ``gpu_health_exporter_*`` self-metrics, nor
+  the NVIDIA recovery action and pending page retirement, which are known and not stored yet)
+  are contract series this evaluator does not know, e.g. from a newer exporter: they are
+  ignored and counted as ``unknown_metric``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from gpu_health.contract import (
     INFO_METRIC,
     METRIC_NAMES,
     METRIC_PREFIX,
+    PAGES_PENDING_METRIC,
+    RECOVERY_METRIC,
     REMAP_KEYS,
     REMAP_ROW_METRICS,
     XID_METRIC,
@@ -46,6 +49,9 @@ MAX_GPU_INDEX = 2**31 - 1  # the store's gpu_index column is INTEGER
 MAX_XID = 2**31 - 1  # the store's xid column is INTEGER
 XID_LABEL = "xid"
 SELF_METRIC_PREFIX = METRIC_PREFIX + "exporter_"
+# Contract series this evaluator knows and does not store yet (NVIDIA's recovery action and
+# pending page retirement): skipped without counting them as unknown metrics.
+KNOWN_NOT_STORED: frozenset[str] = frozenset((RECOVERY_METRIC, PAGES_PENDING_METRIC))
 
 _KEY_BY_NAME: dict[str, str] = {name: key for key, name in METRIC_NAMES.items()}
 _KEY_BY_NAME.update({name: key for key, name in REMAP_ROW_METRICS.items()})
@@ -188,7 +194,8 @@ def extract_cards(samples: Iterable[RawSample],
         elif xid is not None:
             card.add_xid(xid, sample.value, unknown)
     for name, n in (unused or {}).items():
-        if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX):
+        if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX) \
+                and name not in KNOWN_NOT_STORED:
             ignored["unknown_metric"] += n
     cards = [_finish(index, builders[index], ignored) for index in sorted(builders)]
     return CardExtraction(tuple(c for c in cards if c is not None), dict(ignored), dict(unknown))

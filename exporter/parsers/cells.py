@@ -70,6 +70,10 @@ class CellReader:
         self._unknown(text, where)
         return None
 
+    def unusable(self, text: str, where: str) -> None:
+        """Record a cell no rule could read (a documented unknown spelling is not one)."""
+        self._unknown(text.strip(), where)
+
     def _unknown(self, text: str, where: str) -> None:
         if not is_declared_unknown(text) and text not in self.unknown_words:
             self.anomalies.append(f"{where}: unusable value {text[:40]!r} treated as unknown")

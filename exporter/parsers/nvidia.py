@@ -53,7 +53,21 @@ REMAP_DETAIL_FIELDS: dict[str, RemapKey] = {
     "remapped_rows.histogram.low": "remap_banks_low",
     "remapped_rows.histogram.none": "remap_banks_none",
 }
-PROBED_FIELDS: tuple[str, ...] = (*HEALTH_FIELDS, *REMAP_DETAIL_FIELDS)
+# The driver's recommended recovery action and pending page retirement (Volta's "pending page
+# blacklist", the only pending signal where remapped_rows.* reads N/A). Driver 580 on an H200
+# lists both; its CSV shows "None" and "[N/A]" (tests/fixtures/nvidia-h200-580.159.04).
+RECOVERY_ACTION = "gpu_recovery_action"
+PAGES_PENDING = "retired_pages.pending"
+PROBED_FIELDS: tuple[str, ...] = (*HEALTH_FIELDS, *REMAP_DETAIL_FIELDS, RECOVERY_ACTION,
+                                  PAGES_PENDING)
+# The CSV's text for NVML's recovery actions. Only "None" is captured (580, H200); the others
+# are NVIDIA's documented names ("GPU Memory Error Management": Reset, Reboot, Drain P2P,
+# Drain and Reset) in the spellings nvidia-smi's -q uses; anything else is unknown, counted.
+_RECOVERY: dict[str, str] = {
+    "none": "none", "gpu reset": "gpu_reset", "reset": "gpu_reset",
+    "node reboot": "node_reboot", "reboot": "node_reboot", "drain p2p": "drain_p2p",
+    "drain and reset": "drain_and_reset", "drain p2p and reset": "drain_and_reset",
+}
 REQUIRED_IDENTITY: tuple[str, ...] = ("index", "name")
 OPTIONAL_IDENTITY: tuple[str, ...] = ("uuid", "pci.bus_id")
 
@@ -172,7 +186,20 @@ def _reading(cells: dict[str, str], number: int, reader: CellReader) -> CardRead
         counters=make_counters(known),
         pci_bus_id=_text(cells.get("pci.bus_id")),
         remap=make_remap(remap),
+        recovery_action=_recovery(cells.get(RECOVERY_ACTION), where, reader),
+        pages_pending=None if PAGES_PENDING not in cells else reader.flag(
+            cells[PAGES_PENDING], f"{where} {PAGES_PENDING}"),
     )
+
+
+def _recovery(cell: str | None, where: str, reader: CellReader) -> str | None:
+    """The recovery action's label value; None (unknown) for [N/A], an error or new text."""
+    if cell is None:
+        return None
+    action = _RECOVERY.get(" ".join(cell.lower().replace("_", " ").split()))
+    if action is None:
+        reader.unusable(cell, f"{where} {RECOVERY_ACTION}")
+    return action
 
 
 def _retired_pages(cells: dict[str, str], where: str, reader: CellReader) -> int | None:

@@ -33,7 +33,9 @@ def test_old_help_header_style_and_no_remap_fields_means_remap_never_queried() -
     assert fields.switch == "--query-gpu="
     columns = nvidia.plan_columns(fields)
     assert nvidia.REMAP_PENDING not in columns and nvidia.REMAP_FAILURE not in columns
-    assert columns == ("index", "name", "uuid", "pci.bus_id", *nvidia.HEALTH_FIELDS[:4])
+    # a 2021 driver already lists retired_pages.pending (Volta's pending page blacklist)
+    assert columns == ("index", "name", "uuid", "pci.bus_id", *nvidia.HEALTH_FIELDS[:4],
+                       nvidia.PAGES_PENDING)
 
 
 def test_help_with_a_leading_blank_line_is_accepted() -> None:
@@ -54,7 +56,9 @@ def test_plan_puts_identity_first_and_skips_rejected_fields() -> None:
     fields = nvidia.parse_help(HELP_590)
     details = [f for f in nvidia.REMAP_DETAIL_FIELDS if fields.supports(f)]
     assert details  # the remapped-row counts and/or the bank histogram, probed like the rest
-    assert nvidia.plan_columns(fields) == (*FULL_PLAN, *details)
+    status = [f for f in (nvidia.RECOVERY_ACTION, nvidia.PAGES_PENDING) if fields.supports(f)]
+    assert status == [nvidia.PAGES_PENDING]  # 590 lists no gpu_recovery_action; 580 does
+    assert nvidia.plan_columns(fields) == (*FULL_PLAN, *details, *status)
     columns = nvidia.plan_columns(fields, frozenset({nvidia.REMAP_FAILURE, "index"}))
     assert nvidia.REMAP_FAILURE not in columns and columns[0] == "index"
 
@@ -161,3 +165,23 @@ def test_a_count_above_2_53_is_unknown_not_a_rounded_float(cell: str) -> None:
     counters = out.readings[0].counters
     assert counters["ecc_uncorrected_total"] is None and counters["ecc_corrected_total"] is None
     assert len(out.anomalies) == 2 and all("2^53" in a for a in out.anomalies)
+
+
+@pytest.mark.parametrize(("cell", "action", "anomaly"), [
+    ("None", "none", False),  # the H200's answer (driver 580): a value, not an unknown
+    ("GPU Reset", "gpu_reset", False),
+    ("Node Reboot", "node_reboot", False),
+    ("Drain P2P", "drain_p2p", False),
+    ("Drain and Reset", "drain_and_reset", False),
+    ("[N/A]", None, False),
+    ("[Unknown Error]", None, False),
+    ("Reboot the moon", None, True),
+])
+def test_recovery_action_spellings(cell: str, action: str | None, anomaly: bool) -> None:
+    columns = ["index", "name", nvidia.RECOVERY_ACTION, nvidia.PAGES_PENDING]
+    parsed = nvidia.parse_query(f"0, NVIDIA H200, {cell}, Yes\n", columns)
+    (card,) = parsed.readings
+    assert card.recovery_action == action and card.pages_pending == 1
+    assert bool(parsed.anomalies) is anomaly
+    if anomaly:
+        assert "gpu_recovery_action" in parsed.anomalies[0]

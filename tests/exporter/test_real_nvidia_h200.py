@@ -9,8 +9,9 @@ captures could not:
   as the real driver did, with and without the header;
 - the exporter, run as a process against that replay, exports every health value ``nvidia-smi
   -q`` shows for the card, and nothing where ``-q`` says ``N/A`` (retired pages on Hopper);
-- its card series and field-support series equal what the exporter exported on the real card,
-  and both expositions pass the real ``promtool check metrics``.
+- its card series and field-support series equal what the exporter exported on the real card
+  (plus the recovery action and pending retirement, candidates added after the capture), and
+  both expositions pass the real ``promtool check metrics``.
 
 Every error count of this card is 0, so these tests show that a known 0 stays a known 0; they
 do not show how a non-zero SRAM or DRAM count adds up into the aggregate totals.
@@ -38,6 +39,10 @@ UUID = "GPU-555dc98e-8792-c819-509d-0c0693544ae6"
 # The real machine had no other vendor's tool; switched off here, they export the same.
 ONLY_NVIDIA = [arg for cls in SOURCE_CLASSES if cls.vendor != "nvidia" for arg in (cls.flag, "")]
 REPLAY_ARGS = ["--once", "--nvidia-smi", NVIDIA_SMI, *ONLY_NVIDIA, *NO_KERNEL_LOG]
+# Candidate fields added after the capture (issue 28): the capture's query did not ask for
+# them, the help lists them, and the all-fields CSV answers them ("None", "[N/A]").
+NEW_SINCE_CAPTURE = (nvidia.RECOVERY_ACTION, nvidia.PAGES_PENDING)
+NEW_FAMILIES = ("gpu_health_recovery_action", "gpu_health_retired_pages_pending")
 VARYING = {  # self-metrics that differ from run to run by nature
     "gpu_health_exporter_collect_duration_seconds",
     "gpu_health_exporter_last_success_timestamp_seconds",
@@ -102,7 +107,13 @@ def expected_from_q() -> dict[tuple[str, tuple[tuple[str, str], ...]], float | N
     card = (("gpu", "0"), ("uuid", q[("GPU UUID",)]), ("vendor", "nvidia"))
     levels = {level: number("Remapped Rows", "Bank Remap Availability Histogram", level.title())
               for level in ("max", "high", "partial", "low", "none")}
+    action = q[("GPU Recovery Action",)].lower().replace(" ", "_")
+    pending = q[("Retired Pages", "Pending Page Blacklist")]
     return {
+        **{("gpu_health_recovery_action", (*card, ("action", a))): float(a == action)
+           for a in ("none", "gpu_reset", "node_reboot", "drain_p2p", "drain_and_reset")},
+        ("gpu_health_retired_pages_pending", card): None if pending == "N/A" else flag(
+            "Retired Pages", "Pending Page Blacklist"),
         ("gpu_health_gpu_info", (*card, ("model", q[("Product Name",)]))): 1.0,
         ("gpu_health_ecc_corrected_total", card): sum(
             number(*ecc, k) or 0 for k in ("SRAM Correctable", "DRAM Correctable")),
@@ -145,7 +156,9 @@ def test_the_real_help_text_lists_every_candidate_field_and_the_exporter_asked_f
     assert [f for f in nvidia.PROBED_FIELDS if not fields.supports(f)] == []
     query, fmt = exporter_query_argv()
     assert fmt == "--format=csv,noheader,nounits"
-    assert tuple(query.removeprefix("--query-gpu=").split(",")) == nvidia.plan_columns(fields)
+    planned = nvidia.plan_columns(fields)
+    assert planned[-2:] == NEW_SINCE_CAPTURE
+    assert tuple(query.removeprefix("--query-gpu=").split(",")) == planned[:-2]
 
 
 def test_the_real_query_output_parses_to_the_values_q_shows() -> None:
@@ -160,6 +173,15 @@ def test_the_real_query_output_parses_to_the_values_q_shows() -> None:
     assert card.counters["retired_pages"] is None  # "[N/A]" on Hopper: unknown, not 0
     assert card.counters["ecc_corrected_total"] == 0
     assert card.remap["remap_banks_max"] == 3072
+
+
+def test_the_recovery_action_and_pending_retirement_as_the_driver_printed_them() -> None:
+    text = capture("nvidia-smi-query-gpu-pending-recovery-noheader-nounits-{}.csv").read_text()
+    parsed = nvidia.parse_query(text, ["index", "uuid", *reversed(NEW_SINCE_CAPTURE)])
+    assert parsed.anomalies == ()
+    (card,) = parsed.readings
+    assert card.recovery_action == "none"  # "None" is a value: nothing to do
+    assert card.pages_pending is None  # "[N/A]" on Hopper: unknown, not 0
 
 
 def test_the_replayed_card_exports_what_nvidia_smi_q_shows(tool_env: dict[str, str]) -> None:
@@ -180,4 +202,10 @@ def test_the_replay_exports_what_the_exporter_exported_on_the_real_card(
     assert checked.returncode == 0, checked.stdout + checked.stderr
     result = run(REPLAY_ARGS, replay_env(tool_env))
     assert result.returncode == 0, result.stderr
-    assert stable_samples(result.stdout) == stable_samples(real)
+    now = stable_samples(result.stdout)
+    added = {k for k in now if k[0] in NEW_FAMILIES or (
+        k[0] == "gpu_health_exporter_nvidia_field_supported"
+        and dict(k[1])["field"] in NEW_SINCE_CAPTURE)}
+    assert {k: v for k, v in now.items() if k not in added} == stable_samples(real)
+    assert {k[0] for k in added} == {"gpu_health_recovery_action",
+                                     "gpu_health_exporter_nvidia_field_supported"}

@@ -32,7 +32,8 @@ def test_probe_is_cached_for_30_minutes_and_each_tick_runs_one_query(
     assert kinds == ["probe", "query", "query", "query", "probe", "query"]
     query = calls[1]
     assert query[0] == "--query-gpu=" + ",".join(
-        ["index", "name", "uuid", "pci.bus_id", *nvidia.HEALTH_FIELDS, *REMAP_ROWS])
+        ["index", "name", "uuid", "pci.bus_id", *nvidia.HEALTH_FIELDS, *REMAP_ROWS,
+         nvidia.PAGES_PENDING])  # 590 lists retired_pages.pending, not gpu_recovery_action
     assert query[1] == "--format=csv,noheader,nounits"
 
 
@@ -56,7 +57,7 @@ def test_field_refused_despite_help_is_dropped_and_the_next_tick_recovers_no_rea
 ) -> None:
     mode = tmp_path / "mode"
     tool_env["FAKE_NVIDIA_MODE_FILE"] = str(mode)
-    mode.write_text("exit2")  # the driver refuses the last field asked for
+    mode.write_text(f"exit2:{REFUSED}")  # the driver refuses a field its help lists
     exporter = make_exporter()
     exporter.loop.tick()
     metrics = scrape(exporter.registry)
@@ -80,7 +81,7 @@ def test_a_refused_field_is_queried_again_after_the_30_minute_probe_no_real_capt
 ) -> None:
     mode = tmp_path / "mode"
     tool_env["FAKE_NVIDIA_MODE_FILE"] = str(mode)
-    mode.write_text("exit2")  # refused once (a driver reload, say), with an unchanged help text
+    mode.write_text(f"exit2:{REFUSED}")  # refused once (a driver reload, say), same help text
     exporter = make_exporter()
     exporter.loop.tick()
     mode.write_text("ok")

@@ -287,8 +287,11 @@ def test_unknown_contract_series_are_counted_not_used() -> None:
         "gpu_health_exporter_xid_log_readable{source=\"kmsg\"} 1\n",
         "process_cpu_seconds_total 3.5\n",
         "python_info{implementation=\"CPython\"} 1\n",
+        _line("recovery_action", 'gpu="0",uuid="GPU-a",vendor="nvidia",action="none"', "1"),
+        _line("retired_pages_pending", 'gpu="0",uuid="GPU-a",vendor="nvidia"', "0"),
     ])
     result = parse_cards(text)
     assert [c.counters for c in result.cards] == [Counters(ecc_corrected_total=1)]
-    # the exporter's own self-metrics and process metrics are not contract series
+    # the exporter's own self-metrics and process metrics are not contract series, and the
+    # recovery action and pending retirement are known ones not stored yet: none is counted
     assert result.ignored_series == {"unknown_metric": 2}
