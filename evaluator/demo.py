@@ -147,15 +147,16 @@ def real_tool(environ: Mapping[str, str]) -> bool:
     return shutil.which("nvidia-smi", path=environ.get("PATH")) is not None
 
 
-def _start_exporter(port: int, folder: Path, environ: Mapping[str, str],
+def _start_exporter(port: int, folder: Path, environ: Mapping[str, str], real: bool,
                     corrected: int) -> Exporter:
-    """The exporter subprocess, what it collects from, and the fake card (None: real tool)."""
+    """The exporter subprocess, what it collects from, and the fake card (None: ``real``, the
+    nvidia-smi on PATH)."""
     argv = [sys.executable, "-m", "exporter.main", f"--web.listen-address=127.0.0.1:{port}",
             f"--collect-interval={COLLECT_SECONDS}s", f"--stale-after={3 * COLLECT_SECONDS}s",
             f"--tool-timeout={COLLECT_SECONDS}s"]
     env = dict(environ)
     card: FakeCard | None = None
-    if real_tool(env):
+    if real:
         source = "the real nvidia-smi on PATH"
     elif FAKE_TOOL.exists():
         card = FakeCard(folder / "nvidia-state.json", corrected)
@@ -281,7 +282,8 @@ async def _until_stopped(duration: float | None, card: FakeCard | None) -> None:
 
 def run_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     options = demo_options(args)
-    rows, corrected = _seed(options.storage_path, live=not real_tool(environ))
+    real = real_tool(environ)
+    rows, corrected = _seed(options.storage_path, live=not real)
     exporter_port = _free_port(options.exporter_port)
     options = DemoOptions(options.storage_path, options.duration,
                           _free_port(options.port) if options.port else 0, exporter_port,
@@ -290,7 +292,7 @@ def run_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     exporter_url = f"http://127.0.0.1:{exporter_port}"
     proc: subprocess.Popen[bytes] | None = None
     try:
-        proc, source, card = _start_exporter(exporter_port, folder, environ, corrected)
+        proc, source, card = _start_exporter(exporter_port, folder, environ, real, corrected)
         node = DEMO_NODE if card is not None else socket.gethostname()
         _wait_for_exporter(proc, f"{exporter_url}/metrics", folder / "exporter.log")
         asyncio.run(_serve(options, exporter_url, card, node,

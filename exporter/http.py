@@ -34,7 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from gpu_health.webguard import REALM, WebGuard
+from gpu_health.webguard import REALM, Refuse, WebGuard
 
 from .wsgi import call_wsgi, environ_for
 
@@ -110,13 +110,6 @@ def make_app(registry: CollectorRegistry, health: HealthCheck) -> WsgiApp:
     return app
 
 
-class _Refuse(asyncio.Protocol):
-    """What a connection over ``max_connections`` gets: closed at once, nothing read."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.close()
-
-
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     if not host and socket.has_dualstack_ipv6():
@@ -173,9 +166,9 @@ class HttpServer:
         def protocol() -> asyncio.BaseProtocol:
             if len(server.connections) >= self.max_connections:
                 self.refused += 1
-                return _Refuse()
+                return Refuse()
             if self._guard is not None and not self._guard.admit():  # a web config gone bad
-                return _Refuse()
+                return Refuse()
             return server()
 
         tls = None if self._guard is None else self._guard.context

@@ -20,6 +20,7 @@ changes; a wrong password costs the full check every time.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -41,6 +42,14 @@ _TLS_VERSION: Final = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TL
 _VERIFY: Final = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
                   "RequireAndVerifyClientCert": ssl.CERT_REQUIRED}
 REALM: Final = 'Basic realm="gpu-health"'
+
+
+class Refuse(asyncio.Protocol):
+    """What a connection a listener will not serve gets (over its connection limit, or while
+    its web config is bad): closed at once, nothing read."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
 
 
 def read_web_config(path: Path) -> WebConfig:

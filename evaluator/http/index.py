@@ -9,6 +9,7 @@ allows no script, style or frame (``Content-Security-Policy: default-src 'none'`
 
 from __future__ import annotations
 
+import functools
 import html
 from typing import Final
 
@@ -29,8 +30,10 @@ HEADERS: Final = {"Content-Security-Policy": "default-src 'none'",
                   "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
 
 
+@functools.cache
 def required_parameters() -> dict[str, list[str]]:
-    """Path -> the query parameters it cannot answer without (from the OpenAPI document)."""
+    """Path -> the query parameters it cannot answer without (from the OpenAPI document,
+    which is fixed for the process: read once)."""
     doc = document()
     known = doc["components"]["parameters"]
     found: dict[str, list[str]] = {}

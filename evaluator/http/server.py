@@ -19,7 +19,7 @@ from aiohttp import web
 
 from evaluator.http.errors import JsonErrorRunner
 from gpu_health.errors import ListenError
-from gpu_health.webguard import WebGuard
+from gpu_health.webguard import Refuse, WebGuard
 
 HANDSHAKE_S: Final = 15.0  # a TLS handshake not finished by then is dropped (like a slow request)
 
@@ -39,13 +39,6 @@ def bind(host: str, port: int) -> socket.socket:
                           f"{exc.strerror or exc}") from exc
 
 
-class _Refuse(asyncio.Protocol):
-    """A connection the web config does not admit (the file turned bad): closed at once."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.close()
-
-
 @asynccontextmanager
 async def listening(app: web.Application, sock: socket.socket,
                     guard: WebGuard | None = None) -> AsyncIterator[int]:
@@ -60,7 +53,7 @@ async def listening(app: web.Application, sock: socket.socket,
         assert handler is not None
 
         def protocol() -> asyncio.BaseProtocol:
-            return handler() if guard is None or guard.admit() else _Refuse()
+            return handler() if guard is None or guard.admit() else Refuse()
 
         tls = None if guard is None else guard.context
         server = await asyncio.get_running_loop().create_server(
