@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from gpu_health.contract import REMAP_KEYS, SOURCE_REAL
+from gpu_health.contract import DETAIL_KEYS, SOURCE_REAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +46,10 @@ class Counters:
 
 
 @dataclass(frozen=True, slots=True)
-class RemapDetails:
-    """Row-remap details (``gpu_health.contract.REMAP_KEYS``); ``None`` is unknown."""
+class MemoryDetails:
+    """A card's memory details beside the five counters (``gpu_health.contract.DETAIL_KEYS``):
+    row-remap details, the driver's recovery action (its NVML value, the index in
+    ``RECOVERY_ACTIONS``) and pending page retirement (0/1). ``None`` is unknown."""
 
     remapped_rows_correctable: int | None = None
     remapped_rows_uncorrectable: int | None = None
@@ -56,12 +58,14 @@ class RemapDetails:
     remap_banks_partial: int | None = None
     remap_banks_low: int | None = None
     remap_banks_none: int | None = None
+    recovery_action: int | None = None
+    retired_pages_pending: int | None = None
 
     def as_tuple(self) -> tuple[int | None, ...]:
-        return tuple(getattr(self, key) for key in REMAP_KEYS)
+        return tuple(getattr(self, key) for key in DETAIL_KEYS)
 
 
-UNKNOWN_REMAP: Final = RemapDetails()
+UNKNOWN_DETAILS: Final = MemoryDetails()
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +76,7 @@ class Sample:
     gpu_uuid: str | None
     sampled_at: datetime
     counters: Counters
-    remap: RemapDetails = UNKNOWN_REMAP
+    details: MemoryDetails = UNKNOWN_DETAILS
 
 
 @dataclass(frozen=True, slots=True)

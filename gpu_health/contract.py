@@ -116,8 +116,9 @@ REMAP_HELP: Final[dict[str, str]] = {
 
 # NVIDIA's recovery action and pending page retirement (drivers that list the fields):
 # ``gpu_recovery_action`` as a state set (one series per action, 1 for the current one; absent
-# when unknown) and ``retired_pages.pending`` as 0/1. The evaluator does not store them yet: it
-# ignores them without counting them as unknown metrics.
+# when unknown) and ``retired_pages.pending`` as 0/1. The evaluator stores both (the action as
+# its NVML value, the index in RECOVERY_ACTIONS, in a nullable BIGINT column) and the
+# recommended-action policy reads them (docs/actions.md).
 RECOVERY_METRIC: Final = METRIC_PREFIX + "recovery_action"
 # NVML's nvmlDeviceGpuRecoveryAction_t values 0..4 (NVIDIA, "GPU Memory Error Management",
 # "Error Recovery and Response Flags"), named as our label values.
@@ -129,3 +130,7 @@ RECOVERY_HELP: Final = ("The recovery action the driver recommends (1 for the cu
                         "unknown.")
 PAGES_PENDING_HELP: Final = ("1 when device memory pages are pending retirement until the next "
                              "reboot or GPU reset, else 0. Absent when unknown.")
+RecoveryKey = Literal["recovery_action", "retired_pages_pending"]
+RECOVERY_KEYS: Final[tuple[RecoveryKey, ...]] = ("recovery_action", "retired_pages_pending")
+# Every per-card memory detail the store keeps beside the five counters, in column order.
+DETAIL_KEYS: Final[tuple[str, ...]] = (*REMAP_KEYS, *RECOVERY_KEYS)

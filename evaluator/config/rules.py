@@ -20,7 +20,7 @@ from gpu_health.errors import ConfigError
 RULES_DIR: Final = Path(__file__).resolve().parents[2] / "rules"
 DEFAULT_VERSION: Final = "v2-ecc-xid"  # the default ``rules.active``
 DEFAULT_RULE_FILE: Final = RULES_DIR / f"{DEFAULT_VERSION}.yaml"
-ACTION_POLICY_VERSION: Final = "nvidia-memory-v1"
+ACTION_POLICY_VERSION: Final = "nvidia-memory-v2"
 BASELINE_NAMES: Final = ("baseline-new-correctable", "baseline-repeat")
 
 

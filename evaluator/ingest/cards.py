@@ -14,8 +14,11 @@ Applies the contract in ``gpu_health.contract`` and the decisions of the ingest 
 - ``gpu_health_xid_errors_total{xid}`` gives the card's XID counts (same value rules; a series
   without a whole-number ``xid`` label is ignored). It is not one of the five counters and never
   fills one;
-- other ``gpu_health_*`` series (not the exporter's ``gpu_health_exporter_*`` self-metrics, nor
-  the NVIDIA recovery action and pending page retirement, which are known and not stored yet)
+- NVIDIA's recovery action is a state set (``gpu_health_recovery_action{action}``, 1 for the
+  current action): it is known only when exactly one known action reads 1 and every other
+  series reads 0; anything else (two actions at 1, none, a value other than 0/1) is unknown,
+  counted as ``bad_state_set``. Pending page retirement is a 0/1 value like a counter;
+- other ``gpu_health_*`` series (not the exporter's ``gpu_health_exporter_*`` self-metrics)
   are contract series this evaluator does not know, e.g. from a newer exporter: they are
   ignored and counted as ``unknown_metric``.
 """
@@ -28,17 +31,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from evaluator.ingest.exposition import RawSample, parse_samples
-from evaluator.model import UNKNOWN_REMAP, Counters, RemapDetails
+from evaluator.model import UNKNOWN_DETAILS, Counters, MemoryDetails
 from gpu_health.contract import (
     BANK_LEVELS,
     BANK_METRIC,
     COUNTER_KEYS,
+    DETAIL_KEYS,
     INFO_METRIC,
     METRIC_NAMES,
     METRIC_PREFIX,
     PAGES_PENDING_METRIC,
+    RECOVERY_ACTIONS,
     RECOVERY_METRIC,
-    REMAP_KEYS,
     REMAP_ROW_METRICS,
     XID_METRIC,
 )
@@ -49,14 +53,13 @@ MAX_GPU_INDEX = 2**31 - 1  # the store's gpu_index column is INTEGER
 MAX_XID = 2**31 - 1  # the store's xid column is INTEGER
 XID_LABEL = "xid"
 SELF_METRIC_PREFIX = METRIC_PREFIX + "exporter_"
-# Contract series this evaluator knows and does not store yet (NVIDIA's recovery action and
-# pending page retirement): skipped without counting them as unknown metrics.
-KNOWN_NOT_STORED: frozenset[str] = frozenset((RECOVERY_METRIC, PAGES_PENDING_METRIC))
+RECOVERY_KEY = "recovery_action"
 
 _KEY_BY_NAME: dict[str, str] = {name: key for key, name in METRIC_NAMES.items()}
 _KEY_BY_NAME.update({name: key for key, name in REMAP_ROW_METRICS.items()})
+_KEY_BY_NAME[PAGES_PENDING_METRIC] = "retired_pages_pending"
 WANTED_METRICS: frozenset[str] = frozenset((*_KEY_BY_NAME, INFO_METRIC, XID_METRIC,
-                                            BANK_METRIC))
+                                            BANK_METRIC, RECOVERY_METRIC))
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +71,7 @@ class CardReading:
     gpu_uuid: str | None
     counters: Counters
     xids: tuple[tuple[int, int], ...] = ()
-    remap: RemapDetails = UNKNOWN_REMAP
+    details: MemoryDetails = UNKNOWN_DETAILS
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +114,8 @@ def _whole(text: str, limit: int) -> int | None:
 
 
 class _CardBuilder:
-    __slots__ = ("duplicates", "seen", "series", "uuids", "values", "vendors", "xid_duplicates",
-                 "xids")
+    __slots__ = ("duplicates", "recovery", "seen", "series", "uuids", "values", "vendors",
+                 "xid_duplicates", "xids")
 
     def __init__(self) -> None:
         self.values: dict[str, int | None] = {}  # counter and row-remap detail keys
@@ -122,6 +125,7 @@ class _CardBuilder:
         self.vendors: set[str] = set()
         self.xids: dict[int, int | None] = {}
         self.xid_duplicates: set[int] = set()
+        self.recovery: dict[str, str] = {}  # action label -> value text, as scraped
         self.series = 0
 
     def add_counter(self, key: str, text: str, unknown: Counter[str]) -> None:
@@ -134,6 +138,23 @@ class _CardBuilder:
         if reason is not None:
             unknown[reason] += 1
         self.values[key] = value
+
+    def add_recovery(self, action: str, text: str) -> None:
+        if action in self.recovery:
+            self.duplicates.add(RECOVERY_KEY)
+        self.recovery[action] = text
+
+    def recovery_action(self, unknown: Counter[str]) -> int | None:
+        """The NVML value of the one action reading 1 (the state set's invariant), else None."""
+        if not self.recovery or RECOVERY_KEY in self.duplicates:
+            return None
+        values = {action: counter_value(text)[0] for action, text in self.recovery.items()}
+        current = [a for a, v in values.items() if v == 1]
+        if len(current) != 1 or current[0] not in RECOVERY_ACTIONS \
+                or any(v not in (0, 1) for v in values.values()):
+            unknown["bad_state_set"] += 1
+            return None
+        return RECOVERY_ACTIONS.index(current[0])
 
     def add_xid(self, xid: int, text: str, unknown: Counter[str]) -> None:
         if xid in self.xids or xid in self.xid_duplicates:
@@ -180,7 +201,8 @@ def extract_cards(samples: Iterable[RawSample],
     for sample in samples:
         key = _key(sample, ignored)
         is_xid = sample.name == XID_METRIC
-        if key is None and not is_xid and sample.name != INFO_METRIC:
+        is_recovery = sample.name == RECOVERY_METRIC
+        if key is None and not is_xid and not is_recovery and sample.name != INFO_METRIC:
             continue  # includes a bank-histogram sample without a known level
         xid = _whole(sample.labels.get(XID_LABEL, ""), MAX_XID) if is_xid else None
         if is_xid and xid is None:
@@ -193,15 +215,17 @@ def extract_cards(samples: Iterable[RawSample],
             card.add_counter(key, sample.value, unknown)
         elif xid is not None:
             card.add_xid(xid, sample.value, unknown)
+        elif is_recovery:
+            card.add_recovery(sample.labels.get("action", ""), sample.value)
     for name, n in (unused or {}).items():
-        if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX) \
-                and name not in KNOWN_NOT_STORED:
+        if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX):
             ignored["unknown_metric"] += n
-    cards = [_finish(index, builders[index], ignored) for index in sorted(builders)]
+    cards = [_finish(index, builders[index], ignored, unknown) for index in sorted(builders)]
     return CardExtraction(tuple(c for c in cards if c is not None), dict(ignored), dict(unknown))
 
 
-def _finish(index: int, card: _CardBuilder, ignored: Counter[str]) -> CardReading | None:
+def _finish(index: int, card: _CardBuilder, ignored: Counter[str],
+            unknown: Counter[str]) -> CardReading | None:
     if len(card.uuids) > 1:
         ignored["conflicting_uuid"] += card.series
         return None
@@ -209,10 +233,11 @@ def _finish(index: int, card: _CardBuilder, ignored: Counter[str]) -> CardReadin
         ignored["conflicting_vendor"] += card.series
         return None
     values = (None if k in card.duplicates else card.values.get(k) for k in COUNTER_KEYS)
-    remap = (None if k in card.duplicates else card.values.get(k) for k in REMAP_KEYS)
+    card.values[RECOVERY_KEY] = card.recovery_action(unknown)
+    details = (None if k in card.duplicates else card.values.get(k) for k in DETAIL_KEYS)
     card_uuid = next(iter(card.uuids)) if card.uuids else None
     xids = tuple((x, v) for x, v in sorted(card.xids.items()) if v is not None)
-    return CardReading(index, card_uuid, Counters(*values), xids, RemapDetails(*remap))
+    return CardReading(index, card_uuid, Counters(*values), xids, MemoryDetails(*details))
 
 
 def _key(sample: RawSample, ignored: Counter[str]) -> str | None:

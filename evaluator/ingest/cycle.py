@@ -142,7 +142,7 @@ class Ingestor:
                     continue
                 key = CardKey(node, card.gpu_index, self.source)
                 readings[key] = Sample(key, card.gpu_uuid, result.scraped_at, card.counters,
-                                       card.remap)
+                                       card.details)
         return readings
 
     def _nodes_due(self, results: Sequence[ScrapeResult]) -> list[NodeRecord]:

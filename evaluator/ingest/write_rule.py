@@ -92,7 +92,7 @@ def decide(scraped: Sample, latest: Sample | None, keepalive: timedelta) -> Deci
         return Decision(True, Reason.FIRST)
     if scraped.gpu_uuid != latest.gpu_uuid:
         return Decision(True, Reason.UUID_CHANGED)
-    if scraped.counters != latest.counters or scraped.remap != latest.remap:
+    if scraped.counters != latest.counters or scraped.details != latest.details:
         return Decision(True, Reason.CHANGED)
     age = scraped.sampled_at - latest.sampled_at
     if age < timedelta(0):

@@ -2,9 +2,10 @@
 
 The policy lists branches in order (first match wins), each naming one condition of
 :data:`CONDITIONS`, the action, the document it follows and a short text. A card's
-:class:`CardState` holds what the conditions read: the latest known row-remap state and the
-memory Xids logged within the policy's window. The policy applies only to cards whose samples
-carry its vendor's row-remap fields (``remap_known``); for any other card the action is
+:class:`CardState` holds what the conditions read: the latest known row-remap state, the
+driver's recovery action and pending page retirement, and the memory Xids logged within the
+policy's window. A policy judges only cards that carry at least one of the state fields its
+branches read (Xids aside: no Xid is not evidence of health); for any other card the action is
 ``unknown`` (we do not know), never ``none`` (nothing to do). docs/actions.md has the table.
 """
 
@@ -15,9 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from evaluator.rules.ruleset import yaml_mapping
+from gpu_health.contract import RECOVERY_ACTIONS
 from gpu_health.errors import ConfigError
 
-ACTIONS: Final = ("replace_candidate", "reset_gpu", "restart_workload", "none", "unknown")
+ACTIONS: Final = ("replace_candidate", "reboot_node", "reset_gpu", "restart_workload", "none",
+                  "unknown")
+CHOSEN: Final = ACTIONS[:4]  # what a branch may recommend
 UNKNOWN: Final = "unknown"
 NONE: Final = "none"
 
@@ -30,10 +34,18 @@ class CardState:
     remap_failure: int | None = None
     banks_none: int | None = None
     recent_xids: frozenset[int] = frozenset()
+    recovery_action: str | None = None  # one of gpu_health.contract.RECOVERY_ACTIONS
+    pages_pending: int | None = None
 
     @property
     def remap_known(self) -> bool:
         return self.remap_pending is not None or self.remap_failure is not None
+
+    def knows(self, field: str) -> bool:
+        """Whether the state field a condition reads (:data:`READS`) is known."""
+        if field == "remap":
+            return self.remap_known
+        return getattr(self, field) is not None
 
 
 def _positive(value: int | None) -> bool:
@@ -47,11 +59,27 @@ def _xid(code: int) -> Callable[[CardState], bool]:
     return logged
 
 
+def _recovery(action: str) -> Callable[[CardState], bool]:
+    def current(state: CardState) -> bool:
+        return state.recovery_action == action
+
+    return current
+
+
 CONDITIONS: Final[dict[str, Callable[[CardState], bool]]] = {
     "remap_failure": lambda s: _positive(s.remap_failure),
     "banks_exhausted": lambda s: _positive(s.banks_none),
     "remap_pending": lambda s: _positive(s.remap_pending),
     **{f"xid_{code}": _xid(code) for code in (48, 63, 64, 94, 95)},
+    **{f"recovery_{a}": _recovery(a) for a in RECOVERY_ACTIONS if a != "none"},
+    "pages_pending": lambda s: _positive(s.pages_pending),
+}
+# The state field each condition reads; a policy judges a card that knows one of its fields.
+READS: Final[dict[str, str | None]] = {
+    **dict.fromkeys(("remap_failure", "banks_exhausted", "remap_pending"), "remap"),
+    **{c: "recovery_action" for c in CONDITIONS if c.startswith("recovery_")},
+    "pages_pending": "pages_pending",
+    **{c: None for c in CONDITIONS if c.startswith("xid_")},  # no Xid is not evidence
 }
 
 
@@ -81,14 +109,23 @@ class Recommendation:
 def recommend(state: CardState, policy: ActionPolicy) -> Recommendation:
     """The first matching branch's action; ``none`` when the inputs are known and nothing
     matched; ``unknown`` when the card carries none of the policy's row-remap fields."""
-    if not state.remap_known:
-        return Recommendation(UNKNOWN, "the card reports no row-remap state: this policy "
-                              "cannot judge it", policy.version)
+    fields = {READS[b.when] for b in policy.branches} - {None}
+    if not any(state.knows(str(f)) for f in fields):
+        return Recommendation(UNKNOWN, f"the card reports none of {_names(fields)}: this "
+                              "policy cannot judge it", policy.version)
     for branch in policy.branches:
         if CONDITIONS[branch.when](state):
             return Recommendation(branch.action, branch.text, policy.version)
-    return Recommendation(NONE, "no row-remap problem and no memory Xid in the window",
-                          policy.version)
+    return Recommendation(NONE, f"nothing to do from what the card reports ({_names(fields)}) "
+                          "and no memory Xid in the window", policy.version)
+
+
+_FIELD_NAMES: Final = {"remap": "row-remap state", "recovery_action": "recovery action",
+                       "pages_pending": "pending page retirement"}
+
+
+def _names(fields: set[str | None]) -> str:
+    return ", ".join(_FIELD_NAMES[f] for f in sorted(f for f in fields if f is not None))
 
 
 def parse_policy(text: str, origin: str) -> ActionPolicy:
@@ -125,8 +162,8 @@ def _branch(item: Any, i: int, sources: Mapping[str, Any], origin: str,
     found = len(problems)
     if item.get("when") not in CONDITIONS:
         problems.append(f"{where}: when must be one of {', '.join(CONDITIONS)}")
-    if item.get("action") not in ACTIONS[:3]:
-        problems.append(f"{where}: action must be one of {', '.join(ACTIONS[:3])}")
+    if item.get("action") not in CHOSEN:
+        problems.append(f"{where}: action must be one of {', '.join(CHOSEN)}")
     if item.get("source") not in sources:
         problems.append(f"{where}: source must name an entry of sources")
     if not isinstance(item.get("text"), str) or not item["text"].strip():

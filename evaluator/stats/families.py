@@ -52,8 +52,9 @@ def families(snapshot: Snapshot) -> Iterator[Metric]:
 
 def _action_family(snapshot: Snapshot) -> Iterator[Metric]:
     family = _gauge(P + "card_action", "1 for the action the recommended-action policy names "
-                    "for the card (docs/actions.md): replace_candidate, reset_gpu, "
-                    "restart_workload, none, or unknown when the policy cannot judge the card. "
+                    "for the card (docs/actions.md): replace_candidate, reboot_node, "
+                    "reset_gpu, restart_workload, none, or unknown when the policy cannot judge "
+                    "the card. "
                     "A recommendation, not a diagnosis.", [*CARD_LABELS, "action", "policy"])
     for (node, gpu, uuid), rec in snapshot.actions:
         family.add_metric([*_card(node, gpu, uuid), rec.action, rec.policy], 1)

@@ -1,7 +1,8 @@
 """What the recommended-action policy reads per card (:mod:`evaluator.rules.actions`).
 
 Two statements: the newest sample of each card in the last week (rows are written whole,
-change-only with a keep-alive, so the newest row holds the card's latest known row-remap state),
+change-only with a keep-alive, so the newest row holds the card's latest known row-remap state,
+recovery action and pending page retirement),
 and the memory-Xid fault events of each card within the policy's window (the same event
 definition as the statistics: :data:`evaluator.store.xid_samples.XID_EVENT`).
 """
@@ -17,7 +18,7 @@ from evaluator.store.db import Database
 from evaluator.store.xid_samples import TABLE as XID_TABLE
 from evaluator.store.xid_samples import XID_EVENT, XID_PREV
 from gpu_health.clock import to_naive_utc
-from gpu_health.contract import MEMORY_XIDS
+from gpu_health.contract import MEMORY_XIDS, RECOVERY_ACTIONS
 
 LOOKBACK: Final = timedelta(days=7)
 Card = tuple[str, int, "str | None"]
@@ -34,7 +35,8 @@ def card_states(db: Database, *, now: datetime, source: str, xid_window: timedel
         where = " AND node_id IN (SELECT unnest($nodes::VARCHAR[]))"
     rows = db.fetchall(
         f"""SELECT DISTINCT ON (node_id, gpu_index) node_id, gpu_index, gpu_uuid,
-               remapped_rows_pending, remapped_rows_failure, remap_banks_none
+               remapped_rows_pending, remapped_rows_failure, remap_banks_none,
+               recovery_action, retired_pages_pending
         FROM gpu_health_samples
         WHERE source = $source AND sampled_at <= $now AND sampled_at >= $since{where}
         ORDER BY node_id, gpu_index, sampled_at DESC""", params)
@@ -42,8 +44,16 @@ def card_states(db: Database, *, now: datetime, source: str, xid_window: timedel
     xids = _recent_xids(db, xid_params | {"xsince": to_naive_utc(now - xid_window),
                                           "xids": list(MEMORY_XIDS)}, where)
     return {(str(n), int(i), None if u is None else str(u)):
-            CardState(pending, failure, none, xids.get((str(n), int(i)), frozenset()))
-            for n, i, u, pending, failure, none in rows}
+            CardState(pending, failure, none, xids.get((str(n), int(i)), frozenset()),
+                      _action_name(action), pages)
+            for n, i, u, pending, failure, none, action, pages in rows}
+
+
+def _action_name(value: int | None) -> str | None:
+    """The stored NVML value as its name; a value this evaluator does not know is unknown."""
+    if value is None or not 0 <= value < len(RECOVERY_ACTIONS):
+        return None
+    return RECOVERY_ACTIONS[value]
 
 
 def _recent_xids(db: Database, params: dict[str, object],

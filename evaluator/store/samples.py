@@ -11,15 +11,15 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Final
 
-from evaluator.model import CardKey, Counters, RemapDetails, Sample
+from evaluator.model import CardKey, Counters, MemoryDetails, Sample
 from evaluator.store import rollups
 from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc, to_naive_utc
-from gpu_health.contract import COUNTER_KEYS, REMAP_KEYS
+from gpu_health.contract import COUNTER_KEYS, DETAIL_KEYS
 from gpu_health.errors import StoreError
 
 _COLUMNS = ("node_id", "gpu_index", "gpu_uuid", "source", "sampled_at", *COUNTER_KEYS,
-            *REMAP_KEYS)
+            *DETAIL_KEYS)
 _COLUMN_LIST = ", ".join(_COLUMNS)
 
 
@@ -34,7 +34,7 @@ def _row_to_sample(row: Sequence[object]) -> Sample:
         gpu_uuid=None if gpu_uuid is None else str(gpu_uuid),
         sampled_at=from_naive_utc(sampled_at),
         counters=Counters(*known[:n]),
-        remap=RemapDetails(*known[n:]),
+        details=MemoryDetails(*known[n:]),
     )
 
 
@@ -51,13 +51,13 @@ def insert_samples(db: Database, samples: Sequence[Sample]) -> int:
             s.key.source,
             to_naive_utc(s.sampled_at),
             *s.counters.as_tuple(),
-            *s.remap.as_tuple(),
+            *s.details.as_tuple(),
         )
         for column, value in zip(columns, values, strict=True):
             column.append(value)
     # Explicit casts: an all-NULL list would otherwise be typed INTEGER/NULL by the binder.
     casts = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMP",
-             *["BIGINT"] * (len(COUNTER_KEYS) + len(REMAP_KEYS)))
+             *["BIGINT"] * (len(COUNTER_KEYS) + len(DETAIL_KEYS)))
     selects = ", ".join(
         f"unnest(${i + 1}::{cast}[])" for i, cast in enumerate(casts)
     )
@@ -149,7 +149,7 @@ def insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: t
 
 def _insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: timedelta) -> int:
     if rollups.late(db, (last for _, last in runs)):  # a sealed day: the row-by-row path
-        rows = [Sample(s.key, s.gpu_uuid, s.sampled_at + k * period, s.counters, s.remap)
+        rows = [Sample(s.key, s.gpu_uuid, s.sampled_at + k * period, s.counters, s.details)
                 for s, last in runs for k in range((last - s.sampled_at) // period + 1)]
         return insert_samples(db, rows)
     columns: list[list[object]] = [[] for _ in range(6 + len(COUNTER_KEYS))]

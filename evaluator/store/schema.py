@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from evaluator.store.rollup_sql import DAYS, EDGES, FIELD_COLUMNS, STATE
-from gpu_health.contract import COUNTER_KEYS, REMAP_KEYS
+from gpu_health.contract import COUNTER_KEYS, RECOVERY_KEYS, REMAP_KEYS
 
 _COUNTER_COLUMNS = ",\n    ".join(f"{key} BIGINT" for key in COUNTER_KEYS)
 
@@ -240,5 +240,11 @@ CREATE TABLE gpu_health_members (
             # active version's (every reader tests ``shadow IS NOT TRUE``).
             "ALTER TABLE gpu_health_predictions ADD COLUMN shadow BOOLEAN",
         ),
+    ),
+    (
+        8,
+        "NVIDIA recovery action and pending page retirement on samples (issue 28; nullable, "
+        "no DEFAULT: old rows read back unknown)",
+        tuple(f"ALTER TABLE gpu_health_samples ADD COLUMN {key} BIGINT" for key in RECOVERY_KEYS),
     ),
 )

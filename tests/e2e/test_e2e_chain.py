@@ -177,7 +177,7 @@ def test_a_hit_does_not_resolve_the_alert(chain: Chain) -> None:
     assert alert["status"]["state"] == "active"
     assert "observed inside the window (hit:" in alert["annotations"]["description"]
     # the card's recommended action travels with the alert, named as a recommendation
-    assert "recommended by nvidia-memory-v1" in alert["annotations"]["recommended_action"]
+    assert "recommended by nvidia-memory-v2" in alert["annotations"]["recommended_action"]
     assert gpu_alerts(chain, "resolved") == []
     assert chain.metric(chain.evaluator, "gpu_health_evaluator_alerts_open") == 1
 

@@ -209,3 +209,22 @@ def test_the_replay_exports_what_the_exporter_exported_on_the_real_card(
     assert {k: v for k, v in now.items() if k not in added} == stable_samples(real)
     assert {k[0] for k in added} == {"gpu_health_recovery_action",
                                      "gpu_health_exporter_nvidia_field_supported"}
+
+
+def test_the_evaluator_stores_the_real_recovery_action_and_v2_judges_the_card(
+    tool_env: dict[str, str]
+) -> None:
+    """The replayed H200 through the evaluator's parser: the driver's "None" becomes NVML
+    value 0 and pending retirement ("[N/A]" on Hopper) stays unknown; policy v2 reads both."""
+    from evaluator.config.rules import load_action_policy
+    from evaluator.ingest.cards import parse_cards
+    from evaluator.rules.actions import CardState, recommend
+
+    result = run(REPLAY_ARGS, replay_env(tool_env))
+    assert result.returncode == 0, result.stderr
+    (card,) = parse_cards(result.stdout).cards
+    assert card.details.recovery_action == 0
+    assert card.details.retired_pages_pending is None
+    state = CardState(card.counters.remapped_rows_pending, card.counters.remapped_rows_failure,
+                      card.details.remap_banks_none, recovery_action="none")
+    assert recommend(state, load_action_policy()).action == "none"

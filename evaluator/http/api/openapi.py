@@ -120,7 +120,8 @@ _CARD: Final = _obj({
                                        "fault events (rule sets with fault_xids). false: none "
                                        "stored yet (unknown, not 'no XID')."},
     "action": {**_obj({"action": {"type": "string", "enum": [
-        "replace_candidate", "reset_gpu", "restart_workload", "none", "unknown"]},
+        "replace_candidate", "reboot_node", "reset_gpu", "restart_workload", "none",
+        "unknown"]},
         "reason": STR, "policy": STR_NULL}),
         "description": "Recommended by the policy version named (docs/actions.md), not a "
                        "diagnosis; unknown when the policy cannot judge the card."},

@@ -86,3 +86,13 @@ async def test_undeclared_parameters_are_refused(db: Database, path: str) -> Non
         for name in ("bogus", "Limit", "node", "source[]", "tenant"):
             body = await get_json(client, path, {**_required(path), name: "1"}, expect=400)
             assert body["param"] == name and name in body["error"]
+
+
+def test_the_documented_actions_are_the_policy_vocabulary() -> None:
+    """A new action (reboot_node, issue 28) must reach the document that clients validate."""
+    from evaluator.rules.actions import ACTIONS
+
+    card = DOC["components"]["schemas"]
+    action = next(s["properties"]["action"]["properties"]["action"] for s in card.values()
+                  if "action" in s.get("properties", {}))
+    assert action["enum"] == list(ACTIONS)

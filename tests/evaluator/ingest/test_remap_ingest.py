@@ -1,17 +1,21 @@
-"""Row-remap details through the evaluator: parsed from the exposition, written change-only
-with the counters, stored in nullable columns (a migration adds them to older files)."""
+"""Memory details through the evaluator (row-remap details, NVIDIA's recovery action and
+pending page retirement): parsed from the exposition, written change-only with the counters,
+stored in nullable columns (migrations add them to older files)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from evaluator.ingest.cards import parse_cards
 from evaluator.ingest.write_rule import Reason, decide
-from evaluator.model import CardKey, Counters, RemapDetails, Sample
+from evaluator.model import CardKey, Counters, MemoryDetails, Sample
 from evaluator.store import Database
 from evaluator.store.samples import insert_samples, latest_rows
 from gpu_health.clock import to_naive_utc
+from gpu_health.contract import RECOVERY_ACTIONS
 from tests.evaluator.ingest_support import T0
 from tests.evaluator.store_support import older_file
 
@@ -31,30 +35,30 @@ def exposition(none_banks: str = "0") -> str:
 def test_remap_details_are_parsed_and_unknown_levels_stay_unknown() -> None:
     extraction = parse_cards(exposition())
     (card,) = extraction.cards
-    assert card.remap == RemapDetails(remapped_rows_correctable=0,
+    assert card.details == MemoryDetails(remapped_rows_correctable=0,
                                       remapped_rows_uncorrectable=4, remap_banks_max=191,
                                       remap_banks_none=0)  # high/partial/low absent: unknown
-    assert card.remap.remap_banks_high is None
+    assert card.details.remap_banks_high is None
     assert extraction.ignored_series["bad_level_label"] == 1
 
 
 def test_a_change_of_remap_details_alone_is_written() -> None:
     key = CardKey("n1", 0)
-    before = Sample(key, "GPU-a", T0, Counters(0, 3), RemapDetails(remap_banks_none=0))
+    before = Sample(key, "GPU-a", T0, Counters(0, 3), MemoryDetails(remap_banks_none=0))
     after = Sample(key, "GPU-a", T0 + timedelta(minutes=1), Counters(0, 3),
-                   RemapDetails(remap_banks_none=1))
+                   MemoryDetails(remap_banks_none=1))
     assert decide(after, before, timedelta(minutes=5)).reason is Reason.CHANGED
     same = Sample(key, "GPU-a", T0 + timedelta(minutes=1), Counters(0, 3),
-                  RemapDetails(remap_banks_none=0))
+                  MemoryDetails(remap_banks_none=0))
     assert decide(same, before, timedelta(minutes=5)).reason is Reason.UNCHANGED
 
 
 def test_stored_and_read_back_with_unknown_as_none(tmp_path: Path) -> None:
     db = Database(tmp_path / "a.duckdb")
     key = CardKey("n1", 0)
-    details = RemapDetails(remapped_rows_uncorrectable=4, remap_banks_max=191)
+    details = MemoryDetails(remapped_rows_uncorrectable=4, remap_banks_max=191)
     insert_samples(db, [Sample(key, "GPU-a", T0, Counters(0, 3), details)])
-    assert latest_rows(db, [key])[key].remap == details
+    assert latest_rows(db, [key])[key].details == details
     db.close()
 
 
@@ -69,5 +73,73 @@ def test_the_migration_adds_nullable_columns_to_an_older_file(tmp_path: Path) ->
     db = Database(path)  # migrates on open
     (sample,) = latest_rows(db, [CardKey("n1", 0)]).values()
     assert sample.counters == Counters(0, 3)
-    assert sample.remap == RemapDetails()  # unknown, never 0
+    assert sample.details == MemoryDetails()  # unknown, never 0
+    db.close()
+
+
+def recovery(values: dict[str, str], pending: str | None = "1") -> str:
+    lines = [f"gpu_health_ecc_corrected_total{{{LABELS}}} 3\n"]
+    lines += [f'gpu_health_recovery_action{{{LABELS},action="{a}"}} {v}\n'
+              for a, v in values.items()]
+    if pending is not None:
+        lines.append(f"gpu_health_retired_pages_pending{{{LABELS}}} {pending}\n")
+    return "".join(lines)
+
+
+def state_set(current: str) -> dict[str, str]:
+    return {a: "1" if a == current else "0" for a in RECOVERY_ACTIONS}
+
+
+@pytest.mark.parametrize("action", RECOVERY_ACTIONS)
+def test_the_recovery_state_set_is_stored_as_its_nvml_value(action: str) -> None:
+    extraction = parse_cards(recovery(state_set(action)))
+    (card,) = extraction.cards
+    assert card.details.recovery_action == RECOVERY_ACTIONS.index(action)
+    assert card.details.retired_pages_pending == 1
+    assert extraction.ignored_series == {} and extraction.unknown_values == {}
+
+
+@pytest.mark.parametrize("values", [
+    {"none": "1", "node_reboot": "1"},          # two current actions
+    {"none": "0", "gpu_reset": "0"},            # none current
+    {"none": "1", "gpu_reset": "0.5"},          # not a state-set value
+    {"none": "0", "future_action": "1"},        # an action this evaluator does not know
+])
+def test_a_broken_state_set_is_unknown_and_counted(values: dict[str, str]) -> None:
+    extraction = parse_cards(recovery(values, pending=None))
+    (card,) = extraction.cards
+    assert card.details.recovery_action is None
+    assert card.details.retired_pages_pending is None  # absent: unknown, never 0
+    assert extraction.unknown_values.get("bad_state_set") == 1
+
+
+def test_a_duplicated_recovery_series_makes_the_action_unknown() -> None:
+    text = recovery(state_set("gpu_reset")) + \
+        f'gpu_health_recovery_action{{{LABELS},action="gpu_reset"}} 1\n'
+    (card,) = parse_cards(text).cards
+    assert card.details.recovery_action is None
+
+
+def test_a_new_recovery_action_alone_is_a_change_and_is_stored(tmp_path: Path) -> None:
+    key = CardKey("n1", 0)
+    before = Sample(key, "GPU-a", T0, Counters(0, 3), MemoryDetails(recovery_action=0))
+    after = Sample(key, "GPU-a", T0 + timedelta(minutes=1), Counters(0, 3),
+                   MemoryDetails(recovery_action=2, retired_pages_pending=1))
+    assert decide(after, before, timedelta(minutes=5)).reason is Reason.CHANGED
+    db = Database(tmp_path / "a.duckdb")
+    insert_samples(db, [before, after])
+    assert latest_rows(db, [key])[key].details == after.details
+    db.close()
+
+
+def test_migration_8_leaves_older_rows_unknown(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    with older_file(path, 7) as con:
+        con.execute("INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, "
+                    "sampled_at, ecc_corrected_total, remapped_rows_pending) "
+                    "VALUES ('n1', 0, 'GPU-a', 'real', ?, 3, 0)", [to_naive_utc(T0)])
+    db = Database(path)
+    (sample,) = latest_rows(db, [CardKey("n1", 0)]).values()
+    assert sample.details.recovery_action is None
+    assert sample.details.retired_pages_pending is None
     db.close()

@@ -293,5 +293,5 @@ def test_unknown_contract_series_are_counted_not_used() -> None:
     result = parse_cards(text)
     assert [c.counters for c in result.cards] == [Counters(ecc_corrected_total=1)]
     # the exporter's own self-metrics and process metrics are not contract series, and the
-    # recovery action and pending retirement are known ones not stored yet: none is counted
+    # recovery action and pending retirement are known ones (stored): none is counted
     assert result.ignored_series == {"unknown_metric": 2}
