@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from evaluator.backtest.events import PRESETS
+from evaluator.check import DEFAULT_TIMEOUT_S, parse_timeout
 from evaluator.config.file import DEFAULT_STORAGE
 from evaluator.ingest.prometheus.metricsets import DEFAULT_MAX_POINTS, LIMIT_POINTS, METRIC_SETS
 from evaluator.simulate.profiles import PROFILES
@@ -31,6 +32,8 @@ COMPACT_HELP: Final = ("rewrite the (stopped) evaluator's DuckDB file to its liv
                        "freed by dropped indexes and deleted rows goes back to the disk")
 CALIBRATE_HELP: Final = ("search rule thresholds on one part of the history, confirm the choice "
                          "on the later part it was not tuned on, and write a new rule version")
+CHECK_HELP: Final = ("one node's GPU health as a Nagios check (exit 0 OK, 1 warning, 2 "
+                     "critical, 3 unknown): for Slurm's HealthCheckProgram, prolog/epilog, NHC")
 DEMO_HELP: Final = ("run the exporter (fake tools when no nvidia-smi) and the evaluator on a "
                     "demo store with simulated history; print where to look")
 
@@ -64,6 +67,20 @@ def simulate_arguments(parser: argparse.ArgumentParser) -> None:
 def compact_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", type=Path, default=None,
                         help="DuckDB file (default: storage.path of --config)")
+
+
+def check_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--evaluator", required=True, metavar="URL",
+                   help="the evaluator's base URL, e.g. http://evaluator:9836")
+    p.add_argument("--node", default=None,
+                   help="the node to check, as the evaluator names it (default: this host's name)")
+    p.add_argument("--token-file", type=Path, default=None,
+                   help="a file holding an API token with nodes:read (docs/api.md)")
+    p.add_argument("--ca-file", type=Path, default=None,
+                   help="verify an https evaluator against this CA bundle")
+    p.add_argument("--timeout", type=parse_timeout, default=DEFAULT_TIMEOUT_S,
+                   help=f"seconds for the whole check ({DEFAULT_TIMEOUT_S:g}; at most 55, under "
+                        "Slurm's 60 s)")
 
 
 def demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -196,6 +213,7 @@ COMMANDS: Final[dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]]
     "calibrate": (CALIBRATE_HELP, calibrate_arguments),
     "demo": (DEMO_HELP, demo_arguments),
     "compact": (COMPACT_HELP, compact_arguments),
+    "check": (CHECK_HELP, check_arguments),
 }
 
 

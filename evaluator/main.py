@@ -89,6 +89,12 @@ def cmd_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return run_demo(args, environ)
 
 
+def cmd_check(args: argparse.Namespace, _environ: Mapping[str, str]) -> int:
+    from evaluator.check import check_main
+
+    return check_main(args, sys.stdout)
+
+
 def cmd_compact(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from evaluator.store.compact import compact
 
@@ -106,12 +112,22 @@ RUNNERS: Final[dict[str, Runner]] = {
     "calibrate": cmd_calibrate,
     "demo": cmd_demo,
     "compact": cmd_compact,
+    "check": cmd_check,
 }
+# Nagios codes: a check that cannot run is UNKNOWN (3), never CRITICAL (2, argparse's usage
+# code), which a Slurm health check would turn into a drain.
+NAGIOS_UNKNOWN: Final = 3
 
 
 def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ) if environ is None else environ  # the one read of the environment
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    raw = sys.argv[1:] if argv is None else argv
+    try:
+        args = parse_args(raw)
+    except SystemExit as exc:
+        if exc.code == 2 and raw[:1] == ["check"]:
+            return NAGIOS_UNKNOWN
+        raise
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(args.log_format))
     logging.basicConfig(level=level_number(args.log_level), handlers=[handler])
@@ -124,6 +140,6 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         return 2
     except GpuHealthError as exc:
         print(f"gpu-health-evaluator: {exc}", file=sys.stderr)
-        return 1
+        return NAGIOS_UNKNOWN if args.command == "check" else 1
     except KeyboardInterrupt:
         return 130

@@ -26,13 +26,13 @@ from prometheus_client.registry import CollectorRegistry
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
 from gpu_health.logformat import formatter, level_number
+from gpu_health.runner import ToolRunner
 from gpu_health.webguard import WebGuard
 
 from .cache import ReadingCache
 from .collector import build_registry
 from .http import make_app, serve
 from .loop import CollectionLoop
-from .runner import ToolRunner
 from .settings import Settings, parse_args
 from .sources import SOURCE_CLASSES, VendorSource
 from .sources.nvidia import NvidiaSource

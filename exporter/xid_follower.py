@@ -28,10 +28,10 @@ import threading
 from collections.abc import Callable, Sequence
 
 from gpu_health.errors import CollectError, GpuHealthError
+from gpu_health.runner import ToolRunner
 
 from .model import CardReading
 from .parsers import xid
-from .runner import ToolRunner
 from .xid_store import XidStore
 
 log = logging.getLogger(__name__)

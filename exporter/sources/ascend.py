@@ -14,11 +14,11 @@ import time
 from datetime import datetime
 
 from gpu_health.errors import CollectError, ParseError
+from gpu_health.runner import ToolResult
 
 from ..model import Failure, ParsedOutput
 from ..parsers import ascend
 from ..parsers.cells import CellReader
-from ..runner import ToolResult
 from .base import VendorSource
 
 MAX_PARALLEL = 4

@@ -1,7 +1,7 @@
 """The VendorSource contract: one class per vendor tool, listed in ``exporter.sources``.
 
 A source knows its tool (the command-line flag that configures it and its default binary
-name), runs it through the shared :class:`~exporter.runner.ToolRunner`, and hands the output
+name), runs it through the shared :class:`~gpu_health.runner.ToolRunner`, and hands the output
 to its pure parser. ``collect`` raises a ``GpuHealthError`` subclass on failure (the loop counts
 it by ``reason``); it never swallows one.
 """
@@ -15,8 +15,9 @@ from typing import ClassVar
 
 from prometheus_client.metrics_core import Metric
 
+from gpu_health.runner import ToolRunner
+
 from ..model import ParsedOutput
-from ..runner import ToolRunner
 
 # Error reasons every source can produce; the loop pre-creates these series at 0 so alert
 # rules can use increase() from the first failure on.

@@ -17,10 +17,10 @@ import logging
 from datetime import datetime, timedelta
 
 from gpu_health.errors import CollectError
+from gpu_health.runner import ToolResult, ToolRunner
 
 from ..model import ParsedOutput
 from ..parsers import kunlunxin, kunlunxin_xml
-from ..runner import ToolResult, ToolRunner
 from .base import COMMON_ERROR_REASONS, VendorSource
 
 log = logging.getLogger(__name__)

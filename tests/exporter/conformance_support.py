@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.model import CardReading, Counters, ParsedOutput
-from exporter.runner import ToolRunner
 from exporter.sources.base import VendorSource
+from gpu_health.runner import ToolRunner
 
 from .support import FakeClock
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from prometheus_client.registry import CollectorRegistry
 
 from exporter.model import CardReading
-from exporter.runner import ToolRunner
 from exporter.xid_follower import XidFollower
 from exporter.xid_store import PRECREATED_XIDS, XID_METRIC, XidCollector, XidStore
+from gpu_health.runner import ToolRunner
 
 from .conformance_support import Case, Check
 from .support import DMESG, FakeClock, Scrape, scrape

@@ -12,9 +12,9 @@ from exporter.cache import ReadingCache
 from exporter.collector import build_registry
 from exporter.loop import CollectionLoop
 from exporter.model import ParsedOutput
-from exporter.runner import ToolRunner
 from exporter.sources.base import VendorSource
 from exporter.sources.nvidia import NvidiaSource
+from gpu_health.runner import ToolRunner
 
 from .conftest import MakeExporter
 from .support import CNMON, NVIDIA_SMI, FakeClock, Scrape, scrape

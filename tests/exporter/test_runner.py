@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.runner import ToolResult, ToolRunner
 from gpu_health.errors import CollectError, ToolNotFound
+from gpu_health.runner import ToolResult, ToolRunner
 
 from .support import NVIDIA_SMI
 
@@ -41,7 +41,7 @@ def test_the_debug_log_names_the_exact_command_line_and_its_outcome(
     tmp_path: Path, tool_env: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     tool = script(tmp_path, "two words", "echo ok\nexit 3\n")
-    with caplog.at_level(logging.DEBUG, logger="exporter.runner"):
+    with caplog.at_level(logging.DEBUG, logger="gpu_health.runner"):
         runner(tool_env).run(tool, ["--query-gpu=index,name", "a b"])
     (record,) = caplog.records
     # shell-quoted, so the line can be pasted to a shell to run the tool by hand

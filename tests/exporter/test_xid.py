@@ -15,9 +15,9 @@ from exporter.main import Exporter
 from exporter.model import CardReading
 from exporter.parsers import xid
 from exporter.parsers.cells import pci_key
-from exporter.runner import ToolRunner
 from exporter.xid_follower import XidFollower, _Cursor
 from exporter.xid_store import XID_METRIC, XidCollector, XidStore
+from gpu_health.runner import ToolRunner
 from tests.shared import FIXTURES
 
 from .conftest import MakeExporter

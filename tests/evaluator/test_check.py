@@ -1,0 +1,134 @@
+"""``gpu-health-evaluator check``: every Nagios exit code, from the real command (a process)
+against a real evaluator API on 127.0.0.1, and the pure assessment on malformed answers."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from evaluator.check import CRITICAL, OK, UNKNOWN, WARNING, assess, read_token
+from evaluator.config.rules import load_action_policy
+from evaluator.store import Database
+from tests.evaluator.api_support import (
+    NOW,
+    TOKENS,
+    add_node,
+    add_prediction,
+    add_samples,
+    make_ctx,
+    sample,
+    serve,
+    token_set,
+)
+
+COMMAND = str(Path(sys.executable).parent / "gpu-health-evaluator")
+QUIET = {"ecc_corrected_total": 1, "remapped_rows_pending": 0, "remapped_rows_failure": 0}
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    database = Database(tmp_path_factory.mktemp("check") / "api.duckdb")
+    for node in ("ok-1", "stalled-1", "predicted-1", "reset-1"):
+        add_node(database, node, "a")
+    recent = NOW - timedelta(minutes=2)
+    add_samples(database, [
+        sample("ok-1", 0, recent, **QUIET),
+        sample("stalled-1", 0, NOW - timedelta(hours=3), **QUIET),
+        sample("predicted-1", 0, recent, **QUIET),
+        sample("reset-1", 0, recent, **{**QUIET, "remapped_rows_pending": 1}),
+    ])
+    add_prediction(database, "p1", "predicted-1", 0, NOW - timedelta(hours=1))
+    yield database
+    database.close()
+
+
+async def run_check(url: str, *args: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        COMMAND, "check", "--evaluator", url, *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+@pytest.mark.parametrize("node,code,needle", [
+    ("ok-1", OK, "GPU-HEALTH OK - node ok-1: 1 cards, 0 open predictions, 0 problems"),
+    ("stalled-1", WARNING, "GPU 0: collection stalled"),
+    ("predicted-1", CRITICAL, "GPU 0: fault predicted by v1-ecc-growth (corrected_growth)"),
+    ("reset-1", CRITICAL, "GPU 0: reset_gpu: a row remap is pending"),
+    ("nobody", UNKNOWN, "node nobody is not known to the evaluator"),
+])
+async def test_each_state_against_a_real_evaluator(db: Database, node: str, code: int,
+                                                   needle: str) -> None:
+    ctx = replace(make_ctx(db), action_policy=load_action_policy())
+    async with serve(ctx) as client:
+        rc, out = await run_check(str(client.make_url("")), "--node", node)
+    assert (rc, needle in out) == (code, True), out
+
+
+async def test_the_token_file_is_sent_and_a_refused_token_is_unknown(
+        db: Database, tmp_path: Path) -> None:
+    ctx = replace(make_ctx(db, tokens=token_set(tmp_path)), action_policy=load_action_policy())
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text(TOKENS["team-a"][0] + "\n")
+    bad.write_text("not-a-token\n")
+    async with serve(ctx) as client:
+        url = str(client.make_url(""))
+        assert (await run_check(url, "--node", "reset-1", "--token-file", str(good)))[0] \
+            == CRITICAL
+        rc, out = await run_check(url, "--node", "reset-1", "--token-file", str(bad))
+    assert rc == UNKNOWN and "refused the token (HTTP 401)" in out
+    assert "not-a-token" not in out
+
+
+async def test_unreachable_and_silent_evaluators_are_unknown_never_ok() -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    rc, out = await run_check(f"http://127.0.0.1:{port}", "--node", "n")
+    assert rc == UNKNOWN and "cannot ask the evaluator" in out
+    with socket.socket() as silent:  # accepts connections (backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        rc, out = await run_check(url, "--node", "n", "--timeout", "0.5")
+    assert rc == UNKNOWN and "no answer from the evaluator within 0.5 s" in out
+
+
+async def test_usage_errors_are_unknown_not_critical() -> None:
+    rc, _ = await run_check("http://127.0.0.1:1", "--timeout", "99")  # above Slurm's budget
+    assert rc == UNKNOWN
+
+
+def test_assess_refuses_answers_without_items() -> None:
+    assert assess("n", {}, {"items": []}).code == UNKNOWN
+    assert assess("n", {"items": "x"}, {"items": []}).code == UNKNOWN
+    report = assess("n", {"items": [None, {"gpu_index": 0, "action": "odd"}]}, {"items": [7]})
+    assert (report.code, report.details) == (OK, ())
+
+
+def test_the_worst_problem_comes_first() -> None:
+    cards = {"items": [{"gpu_index": 0, "collection_stalled": True},
+                       {"gpu_index": 1, "action": {"action": "replace_candidate",
+                                                   "reason": "r", "policy": "p"}}]}
+    report = assess("n", cards, {"items": [], "total": 0})
+    assert report.code == CRITICAL
+    assert report.details[0].startswith("GPU 1: replace_candidate")
+    assert report.text().splitlines()[0].startswith("GPU-HEALTH CRITICAL - node n: 2 cards")
+
+
+def test_token_files_are_bounded(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 5000)
+    with pytest.raises(ValueError, match="not a token file"):
+        read_token(big)
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ValueError, match="empty"):
+        read_token(tmp_path / "empty")
