@@ -51,11 +51,22 @@ def cmd_run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return 0
 
 
+def _duckdb_only(command: str, config: Config, explicit: object, why: str) -> None:
+    """Refuse a DuckDB-only command on a PostgreSQL config unless a file was named: it would
+    otherwise work on the default DuckDB file, silently not on the configured store."""
+    if config.postgres is not None and explicit is None:
+        raise ConfigError(f"{command} works on a DuckDB file and this config's store is "
+                          f"PostgreSQL (storage.url): {why}")
+
+
 def cmd_simulate(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from evaluator.simulate.options import simulate_options
     from evaluator.simulate.writer import run_simulation
 
-    options = simulate_options(args, _config(args, environ))
+    config = _config(args, environ)
+    _duckdb_only("simulate", config, args.storage, "pass --storage FILE to write a separate "
+                 "demo file (simulated rows never belong in a shared production store)")
+    options = simulate_options(args, config)
     written = run_simulation(options)
     if options.purge:
         print(f"purged {written['purged']} simulated sample rows from {options.storage_path}")
@@ -98,7 +109,10 @@ def cmd_check(args: argparse.Namespace, _environ: Mapping[str, str]) -> int:
 def cmd_compact(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from evaluator.store.compact import compact
 
-    path = args.storage or _config(args, environ).storage_path
+    config = _config(args, environ)
+    _duckdb_only("compact", config, args.storage, "PostgreSQL gives space back with VACUUM "
+                 "(FULL), not with this command")
+    path = args.storage or config.storage_path
     before, after = compact(path)
     print(f"compacted {path}: {before / 1e6:,.1f} MB -> {after / 1e6:,.1f} MB")
     return 0

@@ -12,6 +12,11 @@ from typing import Final
 
 from gpu_health.contract import DETAIL_KEYS, SOURCE_REAL
 
+# The longest node id the evaluator accepts (a DNS name's limit): every node it stores must be
+# addressable by the API, whose query values stop at 256 characters. A longer one is refused
+# where it enters (config, discovery, the Prometheus source), never stored.
+MAX_NODE_ID: Final = 253
+
 
 @dataclass(frozen=True, slots=True)
 class CardKey:

@@ -13,12 +13,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 
 from gpu_health.clock import Clock
 from gpu_health.errors import GpuHealthError, ToolNotFound
 
 from .cache import ReadingCache
+from .model import duplicate_uuids
 from .sources import VendorSource
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,8 @@ class CollectionLoop:
                 log.exception("%s collection crashed (bug)", source.vendor)
             self.cache.record_failure(source.vendor, reason, time.perf_counter() - started)
         else:
+            output = replace(output, failures=(*output.failures,
+                                               *duplicate_uuids(output.readings)))
             for anomaly in output.anomalies:
                 log.warning("%s: %s", source.vendor, anomaly)
             for failure in output.failures:

@@ -81,3 +81,16 @@ class ParsedOutput:
     readings: tuple[CardReading, ...]
     anomalies: tuple[str, ...] = ()
     failures: tuple[Failure, ...] = ()
+
+
+def duplicate_uuids(readings: tuple[CardReading, ...]) -> tuple[Failure, ...]:
+    """One failure per UUID that two indexes report: one physical card cannot sit in two
+    slots, so the tool's listing is wrong somewhere. Both cards are still exported (which one
+    is right cannot be told); the failure is logged and counted (``duplicate_uuid``)."""
+    slots: dict[str, list[int]] = {}
+    for reading in readings:
+        if reading.uuid:
+            slots.setdefault(reading.uuid, []).append(reading.gpu)
+    return tuple(Failure("duplicate_uuid", f"UUID {uuid} reported at indexes "
+                                           f"{', '.join(map(str, sorted(gpus)))}")
+                 for uuid, gpus in sorted(slots.items()) if len(gpus) > 1)

@@ -154,7 +154,13 @@ class ToolRunner:
         deadline = time.monotonic() + timeout_s
         try:
             out, err = self._drain(proc, deadline)
-            returncode = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            _wait_unreaped(proc, deadline)
+            # A tool that left a background child behind (a wrapper's `cmd &`) would leave one
+            # orphan per run: the group ends with every run, while the exited leader's pid
+            # (the group id) is still held, so the id cannot name another group.
+            if _kill_group_members(proc):
+                _warn_once(argv[0])
+            returncode = proc.wait()
         except (_Abort, subprocess.TimeoutExpired) as exc:
             # Kill the group before reaping the leader, so its pgid cannot have been reused.
             _kill_group(proc)
@@ -198,6 +204,48 @@ class ToolRunner:
                         err += chunk
                         del err[:-_STDERR_TAIL]
         return bytes(out), bytes(err)
+
+
+_LEFT_BEHIND: set[str] = set()
+
+
+def _warn_once(path: str) -> None:
+    if path not in _LEFT_BEHIND:
+        _LEFT_BEHIND.add(path)
+        log.warning("%s left processes running after it exited; its process group is ended "
+                    "after every run (said once per tool)", path)
+
+
+def _wait_unreaped(proc: subprocess.Popen[bytes], deadline: float) -> None:
+    """Wait until the leader exits, without reaping it (WNOWAIT): its pid stays taken."""
+    while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+        if time.monotonic() >= deadline:
+            raise subprocess.TimeoutExpired(proc.args, 0)
+        time.sleep(0.002)
+
+
+def _kill_group_members(proc: subprocess.Popen[bytes]) -> bool:
+    """SIGKILL whatever is left in the (exited) leader's group; True when something was."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    # The zombie leader alone keeps the group alive: killpg "succeeds" on it too. Say only
+    # when another member was there.
+    return _group_has_others(proc.pid)
+
+
+def _group_has_others(pgid: int) -> bool:
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == pgid:
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid):
+            return True
+    return False
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

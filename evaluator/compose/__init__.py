@@ -39,6 +39,7 @@ from evaluator.app import EvaluatorApp
 from evaluator.backtest.bootstrap import HistoryBootstrap
 from evaluator.cluster.membership import Cluster, ClusterConfig
 from evaluator.compose.readings import readings as compose_readings
+from evaluator.compose.remediation import remediation_loop
 from evaluator.config.file import Config
 from evaluator.config.rules import action_policy_file, load_action_policy, load_ruleset
 from evaluator.http.api.auth import TokenSet, load_tokens
@@ -170,6 +171,9 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
     alerts = _alert_loop(config, app, db, clock, readings.present,
                          None if policy is None else state.card_actions, lead)
+    remediation_loop(config, app, db, clock, actions=None if policy is None else
+                     state.card_actions, lead=lead, member=member, environ=environ,
+                     discovery=readings.discovery)
     app.on_stop(lambda: asyncio.to_thread(db.close))  # registered first: runs last
     if cluster is not None:
         app.on_stop(cluster.close)  # hand the lease over at once

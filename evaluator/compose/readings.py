@@ -95,7 +95,7 @@ def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
 
     async def ready() -> None:
         log.info("evaluator ready: storage %s, reading %s metrics from %s every %gs, listening "
-                 "on %s", config.storage_path, c.metrics, c.url, step, config.listen_address)
+                 "on %s", storage_text(db), c.metrics, c.url, step, config.listen_address)
 
     app.on_start(ready, after_ticks=True)
     return source, bootstrap
@@ -144,7 +144,7 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     app.add_loop("ingest", scrape.interval, pipeline.run_cycle,
                  stuck_after=max(3 * scrape.interval + scrape.timeout, 300.0))
     add_node_routes(app.web_app, app, _node_views(db, discovery, pipeline, cluster))
-    app.on_start(lambda: _log_ready(config, discovery), after_ticks=True)
+    app.on_start(lambda: _log_ready(config, db, discovery), after_ticks=True)
     return pipeline, discovery
 
 
@@ -168,8 +168,14 @@ def _node_views(db: Database, discovery: Discovery, pipeline: IngestPipeline,
         scraper_of=scraper_of)
 
 
-async def _log_ready(config: Config, discovery: Discovery) -> None:
+def storage_text(db: Database) -> str:
+    """The store as the ready line names it: the DuckDB file, or PostgreSQL's host:port/db
+    (never the default DuckDB path of a config that uses PostgreSQL, nor a password)."""
+    return f"{db.engine} {db.path}"
+
+
+async def _log_ready(config: Config, db: Database, discovery: Discovery) -> None:
     log.info("evaluator ready: storage %s, %d target(s), listening on %s",
-             config.storage_path, len(discovery.targets), config.listen_address)
+             storage_text(db), len(discovery.targets), config.listen_address)
 
 

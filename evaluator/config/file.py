@@ -20,6 +20,8 @@ from typing import Any, Final
 import yaml
 
 from evaluator.config.alerting import AlertingConfig, parse_alerting, parse_external_url
+from evaluator.config.discovery import FileSDConfig, HttpSDConfig, parse_file_sd, parse_http_sd
+from evaluator.config.remediation import SlurmRemediation, parse_remediation
 from evaluator.config.rules import DEFAULT_VERSION, RULES_DIR
 from evaluator.config.source import IngestConfig, parse_ingest
 from evaluator.config.storage import HaConfig, PostgresConfig, parse_ha, parse_storage
@@ -39,7 +41,7 @@ RETENTION_ENV: Final = "GPU_HEALTH_RETENTION_DAYS"
 _VERSION_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _TOP_KEYS: Final = (
     "scrape", "static_configs", "file_sd_configs", "http_sd_configs", "storage", "web", "dedup",
-    "keepalive_seconds", "alerting", "rules", "api", "ingest", "ha",
+    "keepalive_seconds", "alerting", "rules", "api", "ingest", "ha", "remediation",
 )
 DEFAULT_SAMPLE_LIMIT: Final = 5000
 DEFAULT_MAX_CARDS: Final = 64
@@ -57,18 +59,6 @@ class ScrapeConfig:
     # flood the store.
     sample_limit: int = DEFAULT_SAMPLE_LIMIT
     max_cards_per_target: int = DEFAULT_MAX_CARDS
-
-
-@dataclass(frozen=True, slots=True)
-class FileSDConfig:
-    files: tuple[str, ...]
-    refresh_interval: float = 300.0
-
-
-@dataclass(frozen=True, slots=True)
-class HttpSDConfig:
-    url: str
-    refresh_interval: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +88,7 @@ class Config:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     keepalive_seconds: float = 300.0
     alerting: AlertingConfig = field(default_factory=AlertingConfig)
+    remediation: SlurmRemediation = field(default_factory=SlurmRemediation)
     web_external_url: str | None = None  # None: http://<listen address>
     rules: RulesConfig = field(default_factory=RulesConfig)
     api_tokens_file: Path | None = None
@@ -199,8 +190,8 @@ def parse_config(
     config = Config(
         scrape=scrape,
         static_configs=tuple(static),
-        file_sd_configs=_file_sd(c, raw.get("file_sd_configs"), base),
-        http_sd_configs=_http_sd(c, raw.get("http_sd_configs")),
+        file_sd_configs=parse_file_sd(c, raw.get("file_sd_configs"), base),
+        http_sd_configs=parse_http_sd(c, raw.get("http_sd_configs")),
         storage_path=storage_path,
         postgres=postgres,
         ha=parse_ha(c, raw, postgres),
@@ -219,6 +210,7 @@ def parse_config(
         retention_days=retention_days,
         source=source,
         ingest=parse_ingest(c, raw, base),
+        remediation=parse_remediation(c, raw),
     )
     c.raise_if_any()
     return config
@@ -260,38 +252,6 @@ def _scrape(c: Checker, value: object) -> ScrapeConfig:
                                        "scrape.max_cards_per_target", DEFAULT_MAX_CARDS, 1,
                                        100_000),
     )
-
-
-def _file_sd(c: Checker, value: object, base: Path) -> tuple[FileSDConfig, ...]:
-    result: list[FileSDConfig] = []
-    for i, item in enumerate(c.list_of_mappings(value, "file_sd_configs")):
-        where = f"file_sd_configs[{i}]"
-        c.unknown_keys(item, ("files", "refresh_interval"), where)
-        files = c.string_list(item, "files", f"{where}.files", required=True)
-        for pattern in files:
-            if not pattern.endswith((".json", ".yml", ".yaml")):
-                c.problem(f"{where}.files: {pattern!r} must end in .json, .yml or .yaml")
-            if any(ch in str(Path(pattern).parent) for ch in "*?["):
-                c.problem(f"{where}.files: {pattern!r}: a glob may only be in the file name")
-        result.append(FileSDConfig(
-            files=tuple(str(base / f) for f in files),
-            refresh_interval=c.duration(item, "refresh_interval", f"{where}.refresh_interval",
-                                        300.0),
-        ))
-    return tuple(result)
-
-
-def _http_sd(c: Checker, value: object) -> tuple[HttpSDConfig, ...]:
-    result: list[HttpSDConfig] = []
-    for i, item in enumerate(c.list_of_mappings(value, "http_sd_configs")):
-        where = f"http_sd_configs[{i}]"
-        c.unknown_keys(item, ("url", "refresh_interval"), where)
-        result.append(HttpSDConfig(
-            url=c.url(item, "url", f"{where}.url"),
-            refresh_interval=c.duration(item, "refresh_interval", f"{where}.refresh_interval",
-                                        60.0),
-        ))
-    return tuple(result)
 
 
 def _listen(c: Checker, raw: Mapping[str, Any]) -> tuple[str, int]:

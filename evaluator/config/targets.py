@@ -19,9 +19,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from evaluator.model import MAX_NODE_ID
+
 _LABEL_NAME_RE: Final = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _HOST_RE: Final = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-_]*[A-Za-z0-9])?")
 _SCHEMES: Final = ("http", "https")
+SLURM_LABEL: Final = "slurm_node"  # remediation.slurm.node_name: label reads it
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +36,7 @@ class Target:
     tenant: str | None = None
     scheme: str = "http"
     metrics_path: str = "/metrics"
+    slurm_node: str | None = None  # label slurm_node: the Slurm name (docs/slurm.md)
 
     @property
     def url(self) -> str:
@@ -68,8 +72,15 @@ def address_problem(address: object) -> str | None:
     if "://" in address or "/" in address:
         return f"target {address!r} must be 'host:port' (no scheme or path; use labels " \
             "__scheme__ / __metrics_path__)"
-    if split_address(address) is None:
+    if len(address) > MAX_NODE_ID + 8:  # checked before the host is echoed in a message
+        return (f"target of {len(address)} characters: a host longer than {MAX_NODE_ID} "
+                "cannot be a node id the API can address")
+    host_port = split_address(address)
+    if host_port is None:
         return f"target {address!r} is not 'host:port' with a port in 1-65535"
+    if len(host_port[0]) > MAX_NODE_ID:  # the host is the node id unless a label names it
+        return (f"target of {len(address)} characters: a host longer than {MAX_NODE_ID} "
+                "cannot be a node id the API can address")
     return None
 
 
@@ -96,6 +107,9 @@ def _labels_problems(labels: object, where: str) -> tuple[tuple[tuple[str, str],
         problems.append(f"{where}.labels.__metrics_path__ must start with '/'")
     if found.get("node", "x") == "":
         problems.append(f"{where}.labels.node must not be empty (omit it to use the host)")
+    if len(found.get("node", "")) > MAX_NODE_ID:
+        problems.append(f"{where}.labels.node is {len(found['node'])} characters, more than "
+                        f"{MAX_NODE_ID}: the API could not address the node")
     return tuple(pairs), problems
 
 
@@ -137,6 +151,7 @@ def target_from(address: str, labels: Mapping[str, str]) -> Target:
         tenant=labels.get("tenant") or None,
         scheme=labels.get("__scheme__", "http"),
         metrics_path=labels.get("__metrics_path__", "/metrics"),
+        slurm_node=labels.get(SLURM_LABEL) or None,
     )
 
 

@@ -22,7 +22,8 @@ from typing import Protocol
 import aiohttp
 import yaml
 
-from evaluator.config.file import Config, FileSDConfig, HttpSDConfig
+from evaluator.config.discovery import FileSDConfig, HttpSDConfig
+from evaluator.config.file import Config
 from evaluator.config.targets import Target, TargetGroup, merge_groups, parse_groups
 from evaluator.ingest.scrape import read_capped
 from evaluator.outbound import ClientOptions, client_session
@@ -164,6 +165,9 @@ class HttpSD:
         except TimeoutError as exc:
             raise DiscoveryError(f"{self.config.url}: no answer within {timeout:g}s",
                                  reason="timeout") from exc
+        except aiohttp.TooManyRedirects as exc:  # its own text is "0, message=''"
+            raise DiscoveryError(f"{self.config.url}: redirect loop (more than "
+                                 f"{len(exc.history)} redirects)", reason="redirects") from exc
         except aiohttp.ClientError as exc:
             raise DiscoveryError(f"{self.config.url}: {exc}", reason="connection") from exc
         try:

@@ -212,13 +212,15 @@ class Database:
                 "version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
                 "applied_at TIMESTAMP NOT NULL)"
             )
+            done = {row[0] for row in self.fetchall("SELECT version FROM schema_migrations")}
+            newest = max((m[0] for m in MIGRATIONS), default=0)
+            if done and max(done) > newest:
+                # Before compat(): an old evaluator of a rolling upgrade must not replace the
+                # newer release's shared SQL functions (PostgreSQL) before it gives up.
+                raise StoreError(f"the store at {self.path} has schema version {max(done)}, "
+                                 f"newer than this evaluator knows ({newest}): upgrade the "
+                                 "evaluator, or point it at another store", reason="schema")
             self.compat()
-        done = {row[0] for row in self.fetchall("SELECT version FROM schema_migrations")}
-        newest = max((m[0] for m in MIGRATIONS), default=0)
-        if done and max(done) > newest:
-            raise StoreError(f"the store at {self.path} has schema version {max(done)}, newer "
-                             f"than this evaluator knows ({newest}): upgrade the evaluator, or "
-                             "point it at another store", reason="schema")
         applied: list[int] = []
         for version, description, statements in MIGRATIONS:
             if version in done:

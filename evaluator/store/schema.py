@@ -17,6 +17,17 @@ _COUNTER_COLUMNS = ",\n    ".join(f"{key} BIGINT" for key in COUNTER_KEYS)
 
 
 
+def _bytewise(tables: str) -> str:
+    """PostgreSQL: every VARCHAR column of the tables LIKE ``tables`` compares byte by byte."""
+    return f"""DO $$ DECLARE c record; BEGIN
+    FOR c IN SELECT table_name, column_name FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name LIKE '{tables}'
+               AND data_type = 'character varying' LOOP
+        EXECUTE format('ALTER TABLE %I ALTER COLUMN %I TYPE VARCHAR COLLATE "C"',
+                       c.table_name, c.column_name);
+    END LOOP; END $$"""
+
+
 @dataclass(frozen=True, slots=True)
 class Only:
     """A statement for one engine (``duckdb`` or ``postgresql``): an index one of them needs."""
@@ -206,13 +217,7 @@ CREATE TABLE gpu_health_members (
             # Identifiers compare byte by byte, as in DuckDB: the same ORDER BY on both engines
             # whatever the database's locale, and no locale-aware comparison in the sorts and
             # indexes of every per-card query.
-            Only("postgresql", """DO $$ DECLARE c record; BEGIN
-    FOR c IN SELECT table_name, column_name FROM information_schema.columns
-             WHERE table_schema = current_schema() AND table_name LIKE 'gpu_health%'
-               AND data_type = 'character varying' LOOP
-        EXECUTE format('ALTER TABLE %I ALTER COLUMN %I TYPE VARCHAR COLLATE "C"',
-                       c.table_name, c.column_name);
-    END LOOP; END $$"""),
+            Only("postgresql", _bytewise("gpu_health%")),
             # PostgreSQL reads a card's rows through B-tree indexes (DuckDB through zone maps
             # and the rollups, migration 5); BRIN on time serves the range scans (sealing a day,
             # retention) at a few pages per GB, since rows arrive in time order.
@@ -246,5 +251,29 @@ CREATE TABLE gpu_health_members (
         "NVIDIA recovery action and pending page retirement on samples (issue 28; nullable, "
         "no DEFAULT: old rows read back unknown)",
         tuple(f"ALTER TABLE gpu_health_samples ADD COLUMN {key} BIGINT" for key in RECOVERY_KEYS),
+    ),
+    (
+        9,
+        "Slurm remediation audit: every drain, resume and refusal (issue 29)",
+        (
+            # One row per decision that changed: who (actor), when, why (reason), what Slurm
+            # was asked (slurm_node, slurm_reason) and what came of it (result).
+            """
+CREATE TABLE gpu_health_remediations (
+    happened_at TIMESTAMP NOT NULL,
+    seq BIGINT NOT NULL,
+    actor VARCHAR NOT NULL,
+    step VARCHAR NOT NULL CHECK (step IN ('drain', 'resume')),
+    result VARCHAR NOT NULL,
+    alert_id VARCHAR NOT NULL,
+    node_id VARCHAR NOT NULL,
+    slurm_node VARCHAR,
+    gpu_index INTEGER,
+    card_action VARCHAR,
+    slurm_reason VARCHAR,
+    reason VARCHAR NOT NULL
+)""",
+            Only("postgresql", _bytewise("gpu_health_remediations")),  # as migration 5 did
+        ),
     ),
 )

@@ -30,6 +30,7 @@ COMMON_ERROR_REASONS: tuple[str, ...] = (
     "exec",
     "invalid_value",
     "internal",
+    "duplicate_uuid",  # one UUID at two indexes: both exported, the tool's output is suspect
 )
 
 

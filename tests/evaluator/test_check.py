@@ -8,13 +8,14 @@ import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from evaluator.check import CRITICAL, OK, UNKNOWN, WARNING, assess, read_token
 from evaluator.config.rules import load_action_policy
+from evaluator.model import Sample
 from evaluator.store import Database
 from tests.evaluator.api_support import (
     NOW,
@@ -29,7 +30,10 @@ from tests.evaluator.api_support import (
 )
 
 COMMAND = str(Path(sys.executable).parent / "gpu-health-evaluator")
-QUIET = {"ecc_corrected_total": 1, "remapped_rows_pending": 0, "remapped_rows_failure": 0}
+def card(node: str, at: datetime, *, pending: int = 0, failure: int = 0) -> Sample:
+    """One card with row-remap state (policy v2 judges it) and a corrected count."""
+    return sample(node, 0, at, ecc_corrected_total=1, remapped_rows_pending=pending,
+                  remapped_rows_failure=failure)
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +43,10 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
         add_node(database, node, "a")
     recent = NOW - timedelta(minutes=2)
     add_samples(database, [
-        sample("ok-1", 0, recent, **QUIET),
-        sample("stalled-1", 0, NOW - timedelta(hours=3), **QUIET),
-        sample("predicted-1", 0, recent, **QUIET),
-        sample("reset-1", 0, recent, **{**QUIET, "remapped_rows_pending": 1}),
+        card("ok-1", recent),
+        card("stalled-1", NOW - timedelta(hours=3)),
+        card("predicted-1", recent),
+        card("reset-1", recent, pending=1),
     ])
     add_prediction(database, "p1", "predicted-1", 0, NOW - timedelta(hours=1))
     yield database

@@ -13,6 +13,7 @@ import pytest
 
 from evaluator.cli import COMMANDS, parse_args
 from gpu_health import __version__
+from tests.conftest import NewDb
 from tests.shared import REPO
 
 
@@ -30,7 +31,8 @@ def test_version_prints_and_exits_0() -> None:
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_subcommand_takes_the_log_flags(command: str) -> None:
-    args = parse_args([command, "--log.level", "WARN", "--log.format", "json"])
+    required = ["--evaluator", "http://127.0.0.1:9836"] if command == "check" else []
+    args = parse_args([command, *required, "--log.level", "WARN", "--log.format", "json"])
     assert (args.log_level, args.log_format, args.deprecated_flags) == ("WARN", "json", [])
 
 
@@ -45,3 +47,26 @@ def test_json_logs_and_the_old_flag_warned() -> None:
 def test_a_bad_level_or_format_exits_2() -> None:
     assert evaluator("tokens-hash", "--log.level", "loud").returncode == 2
     assert evaluator("tokens-hash", "--log.format", "xml").returncode == 2
+
+
+@pytest.mark.parametrize("command", ["simulate", "compact"])
+def test_duckdb_only_commands_refuse_a_postgresql_config(command: str, tmp_path: Path) -> None:
+    """Issue 27: with storage.url they used the default DuckDB file without a word."""
+    config = tmp_path / "pg.yml"
+    config.write_text("storage:\n  url: postgresql://gpuhealth@db.invalid:5432/gpuhealth\n")
+    result = evaluator(command, "--config", str(config))
+    assert result.returncode == 2
+    assert f"{command} works on a DuckDB file and this config's store is PostgreSQL" \
+        in result.stderr
+
+
+def test_the_ready_line_names_the_store_in_use(new_db: NewDb) -> None:
+    """Issue 27: a PostgreSQL evaluator's ready line named data/gpu-health.duckdb."""
+    from evaluator.compose.readings import storage_text
+
+    db = new_db()
+    text = storage_text(db)
+    if db.engine == "duckdb":
+        assert text.startswith("duckdb ") and text.endswith("store.duckdb")
+    else:
+        assert text.startswith("postgresql 127.0.0.1:") and "duckdb" not in text

@@ -11,7 +11,7 @@ import pytest
 from exporter.cache import ReadingCache
 from exporter.collector import build_registry
 from exporter.loop import CollectionLoop
-from exporter.model import ParsedOutput
+from exporter.model import CardReading, ParsedOutput
 from exporter.sources.base import VendorSource
 from exporter.sources.nvidia import NvidiaSource
 from gpu_health.runner import ToolRunner
@@ -212,3 +212,36 @@ def test_a_bug_in_one_vendor_is_caught_counted_and_isolated(
     assert any("broken collection crashed" in r.getMessage() and r.exc_info
                for r in caplog.records)
 
+
+
+class _TwinSlots(VendorSource):
+    """A tool listing one UUID at two indexes (no capture shows it; issue 27 tried it)."""
+
+    vendor = "twins"
+    flag = "--twins"
+    default_binary = "twins"
+
+    def collect(self, now: datetime) -> ParsedOutput:
+        return ParsedOutput(tuple(CardReading("twins", gpu, "GPU-same", "X") for gpu in (0, 3)))
+
+
+def test_one_uuid_at_two_indexes_is_exported_logged_and_counted(
+    tool_env: dict[str, str], clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    runner = ToolRunner(timeout_s=10, max_output_bytes=1 << 20, env=tool_env)
+    sources: list[VendorSource] = [_TwinSlots("twins", runner)]
+    cache = ReadingCache(timedelta(seconds=180))
+    registry = build_registry(cache, sources, clock)
+    loop = CollectionLoop(sources, cache, clock, interval_s=60)
+    try:
+        with caplog.at_level(logging.WARNING):
+            loop.tick()
+    finally:
+        loop.stop()
+    metrics = scrape(registry)
+    for gpu in ("0", "3"):  # which slot is right cannot be told: both stay visible
+        assert metrics.get("gpu_health_gpu_info", gpu=gpu, uuid="GPU-same", vendor="twins",
+                           model="X") == 1
+    assert errors(metrics, "duplicate_uuid", vendor="twins") == 1
+    assert any("UUID GPU-same reported at indexes 0, 3" in r.getMessage()
+               for r in caplog.records)

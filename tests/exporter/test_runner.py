@@ -163,3 +163,42 @@ def test_run_many_reports_a_missing_tool_per_run(tool_env: dict[str, str]) -> No
     results = runner(tool_env).run_many("no-such-tool", [["x"], ["y"]], max_parallel=4,
                                         deadline_s=5)
     assert [r.reason for r in results if isinstance(r, CollectError)] == ["not_found"] * 2
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its new parent to reap it counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_background_child_is_ended_after_every_run_not_only_on_timeout(
+    tmp_path: Path, tool_env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wrapper that starts `cmd &` and exits 0: its child must not outlive the run (issue
+    27: one orphan per tick, 22 after 20 s, while collection looked healthy)."""
+    pids = tmp_path / "pids"
+    tool = script(tmp_path, "forks", f"sleep 30 >/dev/null 2>&1 &\necho $! >> {pids}\necho ok\n")
+    with caplog.at_level(logging.WARNING, logger="gpu_health.runner"):
+        for _ in range(3):
+            result = runner(tool_env).run(tool, [])
+            assert (result.returncode, result.stdout) == (0, "ok\n")
+    children = [int(line) for line in pids.read_text().split()]
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in children)
+    assert [r.message for r in caplog.records].count(
+        f"{tool} left processes running after it exited; its process group is ended after "
+        "every run (said once per tool)") == 1
+
+
+def test_a_tool_without_children_is_not_warned_about(
+    tmp_path: Path, tool_env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    tool = script(tmp_path, "plain", "echo ok\n")
+    with caplog.at_level(logging.WARNING, logger="gpu_health.runner"):
+        assert runner(tool_env).run(tool, []).stdout == "ok\n"
+    assert caplog.records == []

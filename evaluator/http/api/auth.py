@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,8 @@ from typing import Final, TextIO
 import yaml
 
 from gpu_health.errors import ApiError, ConfigError
+
+log = logging.getLogger(__name__)
 
 SCOPE_NODES_READ: Final = "nodes:read"
 SCOPE_ALERTS_WRITE: Final = "alerts:write"
@@ -144,8 +148,14 @@ def load_tokens(path: str | Path) -> TokenSet:
     """Read and validate the tokens file (YAML). Fails fast with every problem listed."""
     try:
         text = Path(path).read_text(encoding="utf-8")
+        mode = Path(path).stat().st_mode
     except OSError as exc:
         raise ConfigError(f"tokens file {path}: cannot read: {exc}") from exc
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        # Anyone who can write it can grant themselves every tenant at the next start.
+        log.warning("tokens file %s is writable by users other than its owner (mode %s): "
+                    "anyone who can write it can add a token; chmod go-w it", path,
+                    stat.filemode(mode))
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -55,7 +55,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from evaluator.ingest.cards import MAX_COUNTER, MAX_GPU_INDEX
-from evaluator.model import CardKey, Counters
+from evaluator.model import MAX_NODE_ID, CardKey, Counters
 from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, XID_METRIC, CounterKey
 
 LIMIT_POINTS: Final = 11_000  # Prometheus: "exceeded maximum resolution of 11,000 points"
@@ -221,6 +221,9 @@ def add_series(acc: Assembly, ms: MetricSet, metric: str, series: Iterable[Mappi
             acc.dropped["series_without_card_identity"] += 1
             continue
         key, uuid = found
+        if len(key.node_id) > MAX_NODE_ID:  # the API could never address it
+            acc.dropped["node_name_too_long"] += 1
+            continue
         if ms.tenant_label and labels.get(ms.tenant_label):
             acc.tenants[key.node_id] = labels[ms.tenant_label]
         card = acc.readings.setdefault(key, {})

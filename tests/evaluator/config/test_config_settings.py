@@ -163,3 +163,28 @@ def test_good_and_huge_retention() -> None:
 def test_shipped_example_config_is_valid() -> None:
     cfg = load_config(EXAMPLE, {})
     assert cfg.scrape.interval == 60 and cfg.static_configs
+
+
+def test_a_node_name_the_api_could_not_address_is_refused_where_it_enters(
+        tmp_path: Path) -> None:
+    """Issue 27: a 10 KB node name is a config error (exit 2) or a refused discovery file,
+    never a stored node that no request can name (the API's values stop at 256 characters)."""
+    from evaluator.ingest.discovery import load_groups_text
+    from gpu_health.errors import DiscoveryError
+
+    long_node, long_host = "n" * 254, "h" * 254
+    text = (f"static_configs:\n  - targets: ['{long_host}:9835']\n"
+            f"  - targets: ['ok:9835']\n    labels: {{node: {long_node}}}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text), {})
+    problems = " ".join(caught.value.problems)
+    assert "labels.node is 254 characters, more than 253" in problems
+    assert "a host longer than 253" in problems
+    assert long_node not in problems  # the value itself is not echoed
+    with pytest.raises(DiscoveryError, match="more than 253") as refused:
+        load_groups_text(f'[{{"targets": ["ok:9835"], "labels": {{"node": "{long_node}"}}}}]',
+                         "sd.json")
+    assert refused.value.reason == "invalid"
+    config = load_config(write(tmp_path, f"static_configs:\n  - targets: ['ok:9835']\n"
+                                          f"    labels: {{node: {'n' * 253}}}\n"), {})
+    assert config.static_configs[0].labels == (("node", "n" * 253),)

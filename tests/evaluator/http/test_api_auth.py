@@ -30,6 +30,7 @@ from tests.evaluator.api_support import (
     make_ctx,
     serve,
     token_set,
+    write_tokens_file,
 )
 
 NODE_ENDPOINTS = {  # path -> the minimal query naming node n
@@ -66,6 +67,20 @@ def test_tokens_file_round_trip(tmp_path: Path) -> None:
     team = tokens.find("team-ab-secret")
     assert team is not None and team.tenants == {"a", "b"}
     assert tokens.find("nope") is None and tokens.find("") is None
+
+
+def test_a_tokens_file_others_can_write_is_warned_about(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27: whoever can write it can grant themselves every tenant at the next start."""
+    path = write_tokens_file(tmp_path / "tokens.yaml")
+    path.chmod(0o600)
+    with caplog.at_level(logging.WARNING, logger="evaluator.http.api.auth"):
+        load_tokens(path)
+        assert caplog.records == []
+        path.chmod(0o666)
+        load_tokens(path)
+    [record] = caplog.records
+    assert "writable by users other than its owner (mode -rw-rw-rw-)" in record.getMessage()
 
 
 def test_uppercase_hash_is_accepted() -> None:

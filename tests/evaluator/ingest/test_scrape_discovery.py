@@ -136,3 +136,26 @@ async def test_file_sd_not_ready_until_every_matched_file_was_valid_once(tmp_pat
     (tmp_path / "bad.json").unlink()
     await disc.refresh(FakeClock()())
     assert disc.ready
+
+
+async def test_a_self_redirecting_http_sd_is_called_a_redirect_loop(tmp_path: Path) -> None:
+    """Issue 27: it read `loop: 0, message=''`."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    async def loop(request: web.Request) -> web.Response:
+        raise web.HTTPFound(str(request.url))
+
+    app = web.Application()
+    app.router.add_get("/sd", loop)
+    async with TestServer(app, host="127.0.0.1") as server:
+        disc, metrics = _discovery(
+            {"http_sd_configs": [{"url": str(server.make_url("/sd"))}]}, tmp_path)
+        await disc.start()
+        try:
+            await disc.refresh(FakeClock()())
+        finally:
+            await disc.close()
+    [message] = disc.last_errors.values()
+    assert message.endswith("/sd: redirect loop (more than 10 redirects)")
+    assert metrics.discovery_errors.labels("http_sd", "redirects")._value.get() == 1

@@ -9,6 +9,7 @@ import socket
 import threading
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from evaluator.store.pg_compat import to_pyformat
@@ -63,13 +64,20 @@ def test_evaluators_starting_together_migrate_once(url: str) -> None:
         db.close()
 
 
-def test_a_schema_newer_than_the_code_is_refused(url: str) -> None:
+def test_a_schema_newer_than_the_code_is_refused_before_anything_is_written(url: str) -> None:
+    """A rolling upgrade: the newer release migrated and redefined a shared SQL function; the
+    old evaluator that starts next must give up without redefining it (issue 27)."""
     db = PostgresDatabase(url)
     db.execute("INSERT INTO schema_migrations VALUES (999, 'from the future', now())")
+    db.execute("CREATE OR REPLACE FUNCTION epoch_us(t timestamp) RETURNS bigint "
+               "LANGUAGE sql IMMUTABLE AS $$ SELECT 42::bigint $$")
     db.close()
     with pytest.raises(StoreError) as err:
         PostgresDatabase(url)
     assert err.value.reason == "schema" and "999" in str(err.value)
+    with psycopg.connect(url) as con:
+        body = con.execute("SELECT prosrc FROM pg_proc WHERE proname = 'epoch_us'").fetchone()
+    assert body is not None and "42" in body[0]  # the newer release's definition stands
 
 
 def test_reads_go_through_indexes_identifiers_sort_as_bytes_no_counter_default(url: str) -> None:

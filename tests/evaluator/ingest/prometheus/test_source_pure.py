@@ -140,6 +140,17 @@ def test_configured_label_names_and_tenant() -> None:
     assert acc.tenants == {"k1": "ml"}
 
 
+def test_a_node_name_the_api_could_not_address_is_dropped_and_counted() -> None:
+    """Issue 27: a 10 KB node name was stored and alerted, and every request naming it was a
+    400; now it never enters the store."""
+    acc = Assembly()
+    add_series(acc, DCGM, "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", [
+        series({"gpu": "0", "UUID": "GPU-a", "Hostname": "n" * 254}, [(0, "5")]),
+        series({"gpu": "0", "UUID": "GPU-b", "Hostname": "n" * 253}, [(0, "5")])], None, {})
+    assert list(acc.readings) == [CardKey("n" * 253, 0)]
+    assert acc.dropped == {"node_name_too_long": 1}
+
+
 # -- XIDs ---------------------------------------------------------------------------------------
 
 def dcgm_xid(gpu: str, points: list[tuple[int, str]], **extra: str) -> dict[str, Any]:

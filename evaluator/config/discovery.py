@@ -1,0 +1,53 @@
+"""The ``file_sd_configs`` and ``http_sd_configs`` sections of the evaluator config (Prometheus's
+names and file formats; docs/evaluator-ingest.md). Every problem is recorded in the Checker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluator.config.values import Checker
+
+
+@dataclass(frozen=True, slots=True)
+class FileSDConfig:
+    files: tuple[str, ...]
+    refresh_interval: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSDConfig:
+    url: str
+    refresh_interval: float = 60.0
+
+
+def parse_file_sd(c: Checker, value: object, base: Path) -> tuple[FileSDConfig, ...]:
+    result: list[FileSDConfig] = []
+    for i, item in enumerate(c.list_of_mappings(value, "file_sd_configs")):
+        where = f"file_sd_configs[{i}]"
+        c.unknown_keys(item, ("files", "refresh_interval"), where)
+        files = c.string_list(item, "files", f"{where}.files", required=True)
+        for pattern in files:
+            if not pattern.endswith((".json", ".yml", ".yaml")):
+                c.problem(f"{where}.files: {pattern!r} must end in .json, .yml or .yaml")
+            if any(ch in str(Path(pattern).parent) for ch in "*?["):
+                c.problem(f"{where}.files: {pattern!r}: a glob may only be in the file name")
+        result.append(FileSDConfig(
+            files=tuple(str(base / f) for f in files),
+            refresh_interval=c.duration(item, "refresh_interval", f"{where}.refresh_interval",
+                                        300.0),
+        ))
+    return tuple(result)
+
+
+def parse_http_sd(c: Checker, value: object) -> tuple[HttpSDConfig, ...]:
+    result: list[HttpSDConfig] = []
+    for i, item in enumerate(c.list_of_mappings(value, "http_sd_configs")):
+        where = f"http_sd_configs[{i}]"
+        c.unknown_keys(item, ("url", "refresh_interval"), where)
+        result.append(HttpSDConfig(
+            url=c.url(item, "url", f"{where}.url"),
+            refresh_interval=c.duration(item, "refresh_interval", f"{where}.refresh_interval",
+                                        60.0),
+        ))
+    return tuple(result)

@@ -1,0 +1,1 @@
+"""Opt-in remediation: drain Slurm nodes for predicted faults (docs/slurm.md)."""

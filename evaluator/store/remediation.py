@@ -1,0 +1,91 @@
+"""The Slurm remediation audit, ``gpu_health_remediations`` (docs/slurm.md).
+
+Each drain, resume and refusal the remediation loop decides is a row (who, when, why, what Slurm
+was asked, what came of it), written only when the result for that alert and step changed, so a
+cap that holds for an hour is one row, not one per tick. The loop reads back the last result per
+alert and step to know which decisions are final, and the alerts an operator closed after a drain
+of ours (the resume candidates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from evaluator.store.db import Database
+from gpu_health.clock import from_naive_utc, to_naive_utc
+
+_COLUMNS = ("actor", "step", "result", "alert_id", "node_id", "slurm_node", "gpu_index",
+            "card_action", "slurm_reason", "reason")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One audit row (``gpu_index`` None when the step is about the node)."""
+
+    step: str
+    result: str
+    alert_id: str
+    node_id: str
+    slurm_node: str | None
+    reason: str
+    gpu_index: int | None = None
+    card_action: str | None = None
+    slurm_reason: str | None = None
+
+
+def last_results(db: Database, alert_ids: Sequence[str]) -> dict[tuple[str, str], str]:
+    """The newest result per (alert id, step) of the given alerts."""
+    if not alert_ids:
+        return {}
+    rows = db.fetchall(
+        "SELECT DISTINCT ON (alert_id, step) alert_id, step, result "
+        "FROM gpu_health_remediations WHERE list_contains($ids, alert_id) "
+        "ORDER BY alert_id, step, happened_at DESC, seq DESC", {"ids": sorted(set(alert_ids))})
+    return {(str(a), str(s)): str(r) for a, s, r in rows}
+
+
+def resume_candidates(db: Database) -> list[tuple[str, str, str]]:
+    """(alert id, node, closed_by) of closed alerts whose node we drained (``done`` or
+    ``already_ours``) and whose resume is not final yet (the caller's policy knows which results
+    are final: every alert with a drain of ours and no ``done``/final resume row is listed)."""
+    rows = db.fetchall(
+        "SELECT a.id, a.node_id, a.closed_by FROM gpu_health_alerts a "
+        "WHERE a.closed_at IS NOT NULL AND EXISTS (SELECT 1 FROM gpu_health_remediations r "
+        "  WHERE r.alert_id = a.id AND r.step = 'drain' AND r.result IN ('done', 'already_ours'))"
+        " AND NOT EXISTS (SELECT 1 FROM gpu_health_remediations r WHERE r.alert_id = a.id "
+        "  AND r.step = 'resume' AND r.result IN ('done', 'dry_run', 'refused_foreign', 'kept', "
+        "  'not_drained')) ORDER BY a.closed_at, a.id", {})
+    return [(str(a), str(n), str(c)) for a, n, c in rows]
+
+
+def record(db: Database, now: datetime, actor: str, entries: Sequence[Entry],
+           last: Mapping[tuple[str, str], str]) -> list[Entry]:
+    """Write the entries whose result differs from ``last``; returns those written."""
+    new = [e for e in entries if last.get((e.alert_id, e.step)) != e.result]
+    if not new:
+        return []
+    values = [[actor, e.step, e.result, e.alert_id, e.node_id, e.slurm_node, e.gpu_index,
+               e.card_action, e.slurm_reason, e.reason] for e in new]
+    columns = list(zip(*values, strict=True))
+    casts = ("VARCHAR",) * 6 + ("INTEGER",) + ("VARCHAR",) * 3
+    selects = ", ".join(f"unnest(${i + 3}::{cast}[])" for i, cast in enumerate(casts))
+    db.execute(
+        f"INSERT INTO gpu_health_remediations (happened_at, seq, {', '.join(_COLUMNS)}) "
+        f"SELECT $1, (SELECT coalesce(max(seq), 0) FROM gpu_health_remediations) "
+        f"+ unnest($2::BIGINT[]), {selects}",
+        [to_naive_utc(now), list(range(1, len(new) + 1)), *[list(c) for c in columns]])
+    return new
+
+
+def audit(db: Database, node_id: str | None = None, limit: int = 100) -> list[
+        tuple[datetime, str, Entry]]:
+    """The newest rows (of one node), newest first: (when, actor, entry)."""
+    where, params = ("WHERE node_id = $node", {"node": node_id}) if node_id else ("", {})
+    rows = db.fetchall(
+        f"SELECT happened_at, {', '.join(_COLUMNS)} FROM gpu_health_remediations {where} "
+        f"ORDER BY happened_at DESC, seq DESC LIMIT $limit", {**params, "limit": limit})
+    return [(from_naive_utc(at), str(actor), Entry(step, result, aid, node, slurm, reason, gpu,
+                                                   card, sreason))
+            for at, actor, step, result, aid, node, slurm, gpu, card, sreason, reason in rows]

@@ -1,0 +1,179 @@
+"""The opt-in Slurm drain against a real Slurm (slurmctld + three slurmd on 127.0.0.1, munge) and a
+real DuckDB store: what Slurm shows after each tick (``sinfo``), what the audit holds, what is
+counted. Alerts are opened by the store's own alert logic from stored predictions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from evaluator.config.remediation import NodeNaming, SlurmRemediation
+from evaluator.remediation.loop import RemediationLoop
+from evaluator.remediation.slurm import Slurm
+from evaluator.rules.actions import Recommendation
+from evaluator.store import Database
+from evaluator.store.alerts import open_new_alerts, resolve_alert
+from evaluator.store.remediation import audit
+from tests.conftest import NewDb
+from tests.evaluator.api_support import NOW, add_node, add_prediction
+from tests.slurm_support import SlurmCluster, slurm_cluster_fixture
+
+LIVE = SlurmRemediation(enabled=True, dry_run=False, max_drained_nodes=5,
+                        max_drained_fraction=1.0)
+RESET = Recommendation("reset_gpu", "a row remap is pending", "nvidia-memory-v2")
+
+
+@pytest.fixture
+def slurm() -> Iterator[SlurmCluster]:
+    yield from slurm_cluster_fixture()
+
+
+@pytest.fixture
+def db(new_db: NewDb) -> Database:
+    """The store on both engines: the audit's SQL runs on DuckDB and PostgreSQL alike."""
+    return new_db()
+
+
+def predict(db: Database, *nodes: str, source: str = "real") -> None:
+    for node in nodes:
+        add_node(db, node, None)
+        add_prediction(db, f"p-{node}-{source}", node, 0, NOW - timedelta(hours=1),
+                       source=source)
+    open_new_alerts(db, NOW)
+
+
+def make_loop(db: Database, slurm: SlurmCluster, config: SlurmRemediation = LIVE,
+              actions: dict[tuple[str, int], Recommendation] | None = None,
+              registry: CollectorRegistry | None = None) -> RemediationLoop:
+    actions = actions if actions is not None else {
+        (n, 0): RESET for n in ("gh-n1", "gh-n2", "gh-n3")}
+    client = Slurm(sinfo="sinfo", scontrol="scontrol", timeout_s=20, env=slurm.env)
+    return RemediationLoop(db, config, client, clock=lambda: NOW,
+                           registry=registry or CollectorRegistry(), actions=lambda: actions,
+                           actor="evaluator e1")
+
+
+def results(db: Database) -> list[tuple[str, str, str]]:
+    return [(e.step, e.result, e.node_id) for _, _, e in reversed(audit(db))]
+
+
+async def test_a_predicted_reset_drains_the_node_with_our_reason(
+        db: Database, slurm: SlurmCluster) -> None:
+    predict(db, "gh-n1")
+    registry = CollectorRegistry()
+    await make_loop(db, slurm, registry=registry).tick()
+    state, reason = slurm.states()["gh-n1"]
+    assert state in ("drained", "draining")
+    assert reason.startswith("gpu-health: v1-ecc-growth gpu0 reset_gpu")
+    assert slurm.states()["gh-n2"][0] == "idle"
+    assert results(db) == [("drain", "done", "gh-n1")]
+    (when, actor, entry) = audit(db)[0]
+    assert (when, actor, entry.slurm_reason) == (NOW, "evaluator e1", reason.split(" [")[0])
+    assert registry.get_sample_value("gpu_health_evaluator_remediation_total",
+                                     {"action": "drain", "result": "done"}) == 1
+    await make_loop(db, slurm).tick()  # final: nothing again, no second row
+    assert results(db) == [("drain", "done", "gh-n1")]
+
+
+async def test_dry_run_drains_nothing_and_says_what_it_would_do(
+        db: Database, slurm: SlurmCluster) -> None:
+    predict(db, "gh-n1")
+    await make_loop(db, slurm, replace(LIVE, dry_run=True)).tick()
+    assert slurm.states()["gh-n1"] == ("idle", "none")
+    [(_, _, entry)] = audit(db)
+    assert entry.result == "dry_run" and "would drain" in entry.reason
+
+
+@pytest.mark.parametrize("cap,why", [
+    ({"max_drained_nodes": 1}, "1 nodes already drained by gpu-health (max_drained_nodes 1)"),
+    # three nodes in the partition, fraction 0.5: floor(1.5) = 1 node at most
+    ({"max_drained_fraction": 0.5}, "partition gpu: 1 of 3 nodes already drained by gpu-health "
+                                    "(max_drained_fraction 0.5 allows 1)"),
+])
+async def test_the_cap_stops_the_second_node(db: Database, slurm: SlurmCluster,
+                                             cap: dict[str, float], why: str) -> None:
+    predict(db, "gh-n1", "gh-n2")
+    await make_loop(db, slurm, replace(LIVE, **cap)).tick()  # type: ignore[arg-type]
+    states = slurm.states()
+    assert states["gh-n1"][0] == "drained" and states["gh-n2"][0] == "idle"
+    assert results(db) == [("drain", "done", "gh-n1"), ("drain", "refused_cap", "gh-n2")]
+    assert audit(db)[0][2].reason == why
+
+
+async def test_a_node_drained_by_someone_else_is_left_alone_and_never_resumed(
+        db: Database, slurm: SlurmCluster) -> None:
+    slurm.drain("gh-n1", "admin: fan broken")
+    predict(db, "gh-n1")
+    loop = make_loop(db, slurm)
+    await loop.tick()
+    assert slurm.states()["gh-n1"] == ("drained", "admin: fan broken")
+    assert results(db) == [("drain", "refused_foreign", "gh-n1")]
+    resolve_alert(db, "gh-n1", actor="oncall", reason="replaced", now=NOW)
+    await loop.tick()
+    assert slurm.states()["gh-n1"] == ("drained", "admin: fan broken")  # not ours: not resumed
+
+
+async def test_resolving_resumes_only_our_drain(db: Database, slurm: SlurmCluster) -> None:
+    predict(db, "gh-n1", "gh-n2")
+    loop = make_loop(db, slurm)
+    await loop.tick()
+    assert {n: s[0] for n, s in slurm.states().items()} == {
+        "gh-n1": "drained", "gh-n2": "drained", "gh-n3": "idle"}
+    slurm.drain("gh-n2", "admin: took it over")  # someone else now owns gh-n2's drain
+    resolve_alert(db, "gh-n1", actor="oncall", reason="reset done", now=NOW)
+    resolve_alert(db, "gh-n2", actor="oncall", reason="reset done", now=NOW)
+    await loop.tick()
+    states = slurm.states()
+    assert states["gh-n1"][0].rstrip("*") == "idle"  # "idle*" until slurmd answers a ping
+    assert states["gh-n2"] == ("drained", "admin: took it over")
+    assert set(results(db)[-2:]) == {("resume", "done", "gh-n1"),
+                                     ("resume", "refused_foreign", "gh-n2")}
+    await loop.tick()  # final: no further command, no further row
+    assert len(results(db)) == 4
+
+
+async def test_an_action_outside_the_set_and_simulated_data_never_drain(
+        db: Database, slurm: SlurmCluster) -> None:
+    predict(db, "gh-n3", source="simulated")  # simulated predictions open no alert
+    predict(db, "gh-n1")
+    restart = {("gh-n1", 0): Recommendation("restart_workload", "Xid 94", "nvidia-memory-v2")}
+    await make_loop(db, slurm, actions=restart).tick()
+    assert all(s == "idle" for s, _ in slurm.states().values())
+    assert results(db) == [("drain", "skipped_action", "gh-n1")]
+
+
+async def test_node_names_are_mapped_and_an_unknown_node_is_not_guessed(
+        db: Database, slurm: SlurmCluster) -> None:
+    predict(db, "gh-n1.cluster.example", "other-host")
+    naming = NodeNaming(r"([^.]+)\..*", r"\1")
+    actions = {("gh-n1.cluster.example", 0): RESET, ("other-host", 0): RESET}
+    await make_loop(db, slurm, replace(LIVE, naming=naming), actions=actions).tick()
+    assert slurm.states()["gh-n1"][0] == "drained"
+    assert results(db) == [("drain", "done", "gh-n1.cluster.example"),
+                           ("drain", "unknown_node", "other-host")]
+
+
+async def test_the_parser_reads_the_real_sinfo(slurm: SlurmCluster) -> None:
+    slurm.drain("gh-n2", "admin: a reason | with a bar")
+    client = Slurm(sinfo="sinfo", scontrol="scontrol", timeout_s=20, env=slurm.env)
+    cluster = await client.cluster()
+    assert set(cluster.nodes) == {"gh-n1", "gh-n2", "gh-n3"}
+    assert cluster.nodes["gh-n2"].reason == "admin: a reason | with a bar"
+    assert cluster.nodes["gh-n2"].base_state == "drained" and not cluster.nodes["gh-n2"].ours
+    assert cluster.nodes["gh-n1"].schedulable and cluster.partition_size("gpu") == 3
+
+
+async def test_the_slurm_node_label_of_the_target_names_the_node(
+        db: Database, slurm: SlurmCluster) -> None:
+    predict(db, "rack1-gpu7", "rack1-gpu8")
+    actions = {("rack1-gpu7", 0): RESET, ("rack1-gpu8", 0): RESET}
+    loop = make_loop(db, slurm, replace(LIVE, naming=NodeNaming(label=True)), actions=actions)
+    loop.labels = lambda: {"rack1-gpu7": "gh-n3"}  # rack1-gpu8's target has no label
+    await loop.tick()
+    assert slurm.states()["gh-n3"][0] == "drained"
+    assert results(db) == [("drain", "done", "rack1-gpu7"), ("drain", "unknown_node", "rack1-gpu8")]
+    assert "has no slurm_node label" in audit(db)[0][2].reason
