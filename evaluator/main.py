@@ -47,7 +47,7 @@ def cmd_run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     except BaseException:
         sock.close()
         raise
-    serve(service.web_app, sock, guard)
+    serve(service.web_app, sock, guard, hangup=service.hangup)
     return 0
 
 

@@ -11,17 +11,19 @@ before any other member can take over, and the fence refuses what was already un
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from evaluator.store import cluster as store
 from evaluator.store.db import Database
 from evaluator.store.postgres import FENCE
+from gpu_health.errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,18 @@ class ClusterMetrics:
                                         registry=registry)
 
 
+# What a failed heartbeat's StoreError reason means, for /readyz.
+_FAILED: Final = {
+    "unavailable": "cannot reach the store",
+    "open": "cannot reach the store",
+    "timeout": "the store did not answer in time",
+    "permission": "the store refused access (permission denied: a grant was revoked?)",
+    "resources": "the store is out of resources (disk full, memory or connections)",
+    "conflict": "a write conflict (retried at the next heartbeat)",
+    "duplicate_member": "another evaluator runs with this ha.member_id",
+}
+
+
 class Cluster:
     """Membership, the lease, and the fence of one evaluator (``tick`` is its loop)."""
 
@@ -65,7 +79,10 @@ class Cluster:
         self._failed: str | None = None  # why the last heartbeat failed (None: it did not)
         self._held_token: int | None = None  # the token of this member's own lease, for logs
         self._leading = False
-        self.metrics.leader.set(0)
+        self.incarnation = secrets.token_hex(8)  # this process, whatever its member id
+        # Read at scrape time: a leader whose heartbeat hangs (a frozen database) must not
+        # report 1 for longer than its lease could still be valid.
+        self.metrics.leader.set_function(lambda: 1.0 if self.is_leader else 0.0)
 
     @property
     def me(self) -> str:
@@ -95,7 +112,7 @@ class Cluster:
         sent = self._monotonic()
         try:
             view = await self.db.run(store.sync, self.db, self.me, self.config.address,
-                                     self.config.ttl)
+                                     self.config.ttl, True, self.incarnation)
         except BaseException as exc:
             self.metrics.heartbeat_errors.inc()
             self._failed = str(getattr(exc, "reason", "internal"))
@@ -109,6 +126,16 @@ class Cluster:
             self._held_token = view.lease.token  # a re-acquired lease has a new token
         self.metrics.members.set(len(view.members))
 
+    async def claim(self) -> None:
+        """Start-up: the first heartbeat. Another live evaluator with this member id stops the
+        start (exit 1, said plainly); any other failure is left to the loop's ticks."""
+        try:
+            await self.tick()
+        except StoreError as exc:
+            if exc.reason == "duplicate_member":
+                raise
+            log.warning("first heartbeat failed (%s): retried by the cluster loop", exc.reason)
+
     def _set_leading(self, leading: bool) -> None:
         if leading != self._leading:
             token = self.view.lease.token if self.view is not None else None
@@ -120,7 +147,6 @@ class Cluster:
             self.metrics.changes.labels("leader" if leading else "follower").inc()
             self._held_token = token if leading else None
         self._leading = leading
-        self.metrics.leader.set(1 if leading else 0)
 
     async def leading(self, fn: Callable[[], Awaitable[T]]) -> T | None:
         """Run a leader-only tick: nothing on a follower; on the leader, every store
@@ -147,12 +173,15 @@ class Cluster:
         address = next((m.address for m in (self.view.members if self.view else ())
                         if m.member_id == lease.holder), None)
         who = lease.holder + (f" ({address})" if address else "")
+        if lease.mine and not self.is_leader:  # the same freshness as the leader gauge
+            return (f"leader {who}, token {lease.token} by the last heartbeat, not confirmed "
+                    "since: this evaluator does not act as leader")
         return f"leader {who}, token {lease.token}" + (" (this evaluator)" if lease.mine else "")
 
     def not_ready(self) -> str | None:
         """/readyz: not ready while the store cannot be reached for a heartbeat."""
         if self._failed is not None:
-            return f"the last heartbeat failed ({self._failed}): cannot reach the store"
+            return f"the last heartbeat failed: {_FAILED.get(self._failed, self._failed)}"
         if self._renewed is None:
             return "no heartbeat written to the store yet"
         age = self._monotonic() - self._renewed

@@ -45,6 +45,8 @@ from evaluator.config.rules import action_policy_file, load_action_policy, load_
 from evaluator.http.api.auth import TokenSet, load_tokens
 from evaluator.http.api.context import ApiContext
 from evaluator.http.api.routes import add_api_routes
+from evaluator.http.api.token_file import CHECK_SECONDS as TOKENS_CHECK_SECONDS
+from evaluator.http.api.token_file import TokenFile
 from evaluator.ingest.discovery import Discovery
 from evaluator.ingest.pipeline import IngestPipeline
 from evaluator.ingest.prometheus.source import PrometheusSource
@@ -79,6 +81,14 @@ class Service:
     alerts: AlertLoop | None  # None when alerting.enabled is false
     source: PrometheusSource | None = None  # ingest.source: prometheus
     bootstrap: HistoryBootstrap | None = None
+    token_file: TokenFile | None = None  # reloaded on SIGHUP and on change
+
+    def hangup(self) -> None:
+        """SIGHUP: reload what can be reloaded (the tokens file)."""
+        if self.token_file is None:
+            log.info("SIGHUP: nothing to reload (no tokens file)")
+        else:
+            self.token_file.reload()
 
     @property
     def web_app(self) -> web.Application:
@@ -184,8 +194,12 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     for shadow in shadows:
         log.info("rule set %s (%s) runs as a shadow: stored and backfilled, never alerted, "
                  "not in the default statistics", shadow.version, shadow.origin)
+    token_file = None
+    if tokens is not None and config.api_tokens_file is not None:
+        token_file = TokenFile(config.api_tokens_file, tokens, app.registry)
+        app.add_loop("tokens_file", TOKENS_CHECK_SECONDS, token_file.check)
     return Service(app, db, ruleset, worker, tokens, readings.pipeline, readings.discovery,
-                   readings.retention, state, alerts, readings.source, bootstrap)
+                   readings.retention, state, alerts, readings.source, bootstrap, token_file)
 
 
 def _action_policy(config: Config) -> ActionPolicy | None:
@@ -239,7 +253,8 @@ def _cluster(config: Config, app: EvaluatorApp, db: Database, member: str) -> Cl
         return None
     cluster = Cluster(db, ClusterConfig(member, config.external_url,
                                         timedelta(seconds=config.ha.lease_ttl)), app.registry)
-    app.add_loop("cluster", cluster.interval, cluster.tick, at_start=True)
+    app.on_start(cluster.claim)  # a twin member id stops the start here
+    app.add_loop("cluster", cluster.interval, cluster.tick)
     app.add_ready_check("cluster", cluster.not_ready)
     app.add_fact("leader", cluster.leader_text)
     app.add_fact("member", lambda: member)

@@ -9,9 +9,10 @@ starting the loops, ticking the worker and then dying in a traceback. Connection
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Final
 
@@ -20,6 +21,8 @@ from aiohttp import web
 from evaluator.http.errors import JsonErrorRunner
 from gpu_health.errors import ListenError
 from gpu_health.webguard import Refuse, WebGuard
+
+log = logging.getLogger(__name__)
 
 HANDSHAKE_S: Final = 15.0  # a TLS handshake not finished by then is dropped (like a slow request)
 
@@ -66,16 +69,26 @@ async def listening(app: web.Application, sock: socket.socket,
         sock.close()
 
 
-async def _until_signal(app: web.Application, sock: socket.socket,
-                        guard: WebGuard | None) -> None:
+async def _until_signal(app: web.Application, sock: socket.socket, guard: WebGuard | None,
+                        hangup: Callable[[], object]) -> None:
     async with listening(app, sock, guard):
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
+        # SIGHUP reloads (the tokens file) as Prometheus's own servers do; its default action
+        # would end the process.
+        loop.add_signal_handler(signal.SIGHUP, hangup)
         await stop.wait()
 
 
-def serve(app: web.Application, sock: socket.socket, guard: WebGuard | None = None) -> None:
-    """Run ``app`` on ``sock`` until SIGINT or SIGTERM, then shut it down cleanly."""
-    asyncio.run(_until_signal(app, sock, guard))
+def _nothing_to_reload() -> None:
+    log.info("SIGHUP: nothing to reload (no tokens file); the web config is re-read per "
+             "connection anyway")
+
+
+def serve(app: web.Application, sock: socket.socket, guard: WebGuard | None = None,
+          hangup: Callable[[], object] = _nothing_to_reload) -> None:
+    """Run ``app`` on ``sock`` until SIGINT or SIGTERM, then shut it down cleanly; SIGHUP
+    calls ``hangup``."""
+    asyncio.run(_until_signal(app, sock, guard, hangup))

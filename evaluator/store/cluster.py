@@ -60,17 +60,31 @@ ON CONFLICT (name) DO UPDATE SET
 WHERE l.holder = excluded.holder OR l.expires_at <= now()
 RETURNING holder, token, expires_at"""
 
+# The incarnation (one random id per process) tells two processes with the same member id
+# apart: a row whose heartbeat is live and whose incarnation is another's is not taken over.
 _HEARTBEAT: Final = """
-INSERT INTO gpu_health_members AS m (member_id, address, started_at, heartbeat_at)
-VALUES ($me, $address, now(), now())
-ON CONFLICT (member_id) DO UPDATE SET heartbeat_at = now(), address = excluded.address"""
+INSERT INTO gpu_health_members AS m (member_id, address, started_at, heartbeat_at, incarnation)
+VALUES ($me, $address, now(), now(), $incarnation)
+ON CONFLICT (member_id) DO UPDATE SET heartbeat_at = now(), address = excluded.address,
+    incarnation = excluded.incarnation
+WHERE m.incarnation IS NULL OR m.incarnation = excluded.incarnation
+   OR m.heartbeat_at <= now() - to_microseconds($ttl_us)
+RETURNING member_id, m.address"""
 
 
 def sync(db: Database, me: str, address: str | None, ttl: timedelta,
-         candidate: bool = True) -> ClusterView:
+         candidate: bool = True, incarnation: str = "") -> ClusterView:
     """One heartbeat: renew this member, take or renew the lease when free or already ours
-    (``candidate``), and read the lease and the live members (heartbeat within ``ttl``)."""
-    db.execute(_HEARTBEAT, {"me": me, "address": address})
+    (``candidate``), and read the lease and the live members (heartbeat within ``ttl``).
+    Raises ``duplicate_member`` when another live process heartbeats with this member id."""
+    if db.fetchone(_HEARTBEAT, {"me": me, "address": address, "incarnation": incarnation,
+                                "ttl_us": ttl // _US}) is None:
+        other = db.fetchone("SELECT address, started_at FROM gpu_health_members "
+                            "WHERE member_id = $me", {"me": me})
+        where = f" at {other[0]}" if other and other[0] else ""
+        raise StoreError(f"another evaluator{where} is running with ha.member_id {me!r} (its "
+                         "heartbeat is live): give every evaluator its own member_id, or leave "
+                         "it unset to derive one from host and port", reason="duplicate_member")
     row = None
     if candidate:
         row = db.fetchone(_ACQUIRE, {"name": LEASE, "me": me, "ttl_us": ttl // _US})

@@ -240,6 +240,11 @@ def _options(statement_timeout_s: float, lease_ttl_s: float | None) -> str:
 def _store_error(exc: psycopg.Error, where: str) -> StoreError:
     if isinstance(exc, _CONFLICTS):
         reason = "conflict"
+    elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        reason = "permission"  # a revoked grant: reachable, but refused
+    elif isinstance(exc, (psycopg.errors.DiskFull, psycopg.errors.InsufficientResources,
+                          psycopg.errors.OutOfMemory)):
+        reason = "resources"  # disk full, out of memory or connections
     elif isinstance(exc, psycopg.OperationalError):
         reason = "unavailable"
     else:

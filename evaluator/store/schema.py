@@ -276,4 +276,12 @@ CREATE TABLE gpu_health_remediations (
             Only("postgresql", _bytewise("gpu_health_remediations")),  # as migration 5 did
         ),
     ),
+    (
+        10,
+        "member incarnations: two evaluators with one ha.member_id are told apart (issue 27)",
+        (
+            "ALTER TABLE gpu_health_members ADD COLUMN incarnation VARCHAR",
+            Only("postgresql", _bytewise("gpu_health_members")),
+        ),
+    ),
 )

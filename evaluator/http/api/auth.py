@@ -71,11 +71,16 @@ class TokenEntry:
     principal: Principal
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TokenSet:
-    """The validated tokens file."""
+    """The validated tokens file. Mutable in one way only: :meth:`swap` replaces every entry at
+    once (one assignment), so a reload (evaluator/http/api/token_file.py) reaches every holder
+    of this object and no request ever sees half of two files."""
 
     entries: tuple[TokenEntry, ...]
+
+    def swap(self, other: TokenSet) -> None:
+        self.entries = other.entries
 
     def find(self, token: str) -> Principal | None:
         digest = hash_token(token)

@@ -113,3 +113,53 @@ async def test_a_clean_close_hands_the_lease_over_at_once(
     await a.close()
     await b.tick()
     assert b.is_leader and b.members() == ("b",)
+
+
+async def test_a_second_process_with_the_same_member_id_is_refused_until_the_first_is_gone(
+        dbs: tuple[PostgresDatabase, PostgresDatabase]) -> None:
+    """Issue 27: both led with the same fencing token and both ran the worker."""
+    clock = Monotonic()
+    (first, _), (twin, _) = member(dbs[0], "e1", clock), member(dbs[1], "e1", clock)
+    await first.claim()
+    with pytest.raises(StoreError) as refused:
+        await twin.claim()
+    assert refused.value.reason == "duplicate_member"
+    assert "another evaluator at http://e1:9836 is running with ha.member_id 'e1'" \
+        in str(refused.value)
+    assert first.is_leader and not twin.is_leader
+    with pytest.raises(StoreError):  # later heartbeats of the twin fail the same way
+        await twin.tick()
+    assert twin.not_ready() == ("the last heartbeat failed: another evaluator runs with this "
+                                "ha.member_id")
+    # the first one stopped without leaving (killed): once its heartbeat is a TTL old, the id
+    # is free again
+    dbs[0].execute("UPDATE gpu_health_members SET heartbeat_at = now() - INTERVAL '1 minute'")
+    await twin.claim()
+    assert twin.not_ready() is None
+
+
+async def test_the_leader_gauge_and_readyz_drop_when_the_lease_is_not_confirmed(
+        dbs: tuple[PostgresDatabase, PostgresDatabase]) -> None:
+    """Issue 27: a heartbeat hanging on a frozen database kept the gauge at 1 for 56 s and
+    /readyz said "(this evaluator)"; both follow the lease's freshness now, without a tick."""
+    clock = Monotonic()
+    cluster, registry = member(dbs[0], "a", clock)
+    await cluster.tick()
+    assert registry.get_sample_value("gpu_health_evaluator_leader") == 1
+    clock.now += TTL.total_seconds()  # no heartbeat finished since: the tick hangs
+    assert registry.get_sample_value("gpu_health_evaluator_leader") == 0
+    assert cluster.leader_text() == ("leader a (http://a:9836), token 1 by the last heartbeat, "
+                                     "not confirmed since: this evaluator does not act as leader")
+
+
+def test_store_errors_say_what_they_are() -> None:
+    import psycopg
+
+    from evaluator.store.postgres import _store_error
+
+    cases = {psycopg.errors.InsufficientPrivilege("permission denied for table x"): "permission",
+             psycopg.errors.DiskFull("could not extend file"): "resources",
+             psycopg.errors.SerializationFailure("could not serialize"): "conflict",
+             psycopg.OperationalError("connection refused"): "unavailable"}
+    for exc, reason in cases.items():
+        assert _store_error(exc, "db:5432/x").reason == reason
