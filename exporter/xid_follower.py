@@ -39,6 +39,12 @@ log = logging.getLogger(__name__)
 JOURNALCTL_ARGS = ("-k", "-b", "-o", "short-monotonic", "--no-pager", "-q", "-n", "20000")
 _READ_CHUNK = 64 * 1024
 _MAX_READS_PER_POLL = 100_000  # kmsg returns one record (~100 bytes) per read
+# Bounds for a followed file that grows without limit (issue 27: 512 MB appended, one 300 MB
+# line without a newline, RSS 1.95 GB): at most this much is read per poll (the rest waits for
+# the next one), and a line longer than the cap is dropped and counted (``line_too_long``).
+# A kmsg record is at most ~1 KiB (printk's limit); an Xid line is ~200 bytes.
+MAX_BYTES_PER_POLL = 8 * 1024 * 1024
+MAX_LINE = 64 * 1024
 
 CardsProvider = Callable[[], Sequence[CardReading] | None]
 
@@ -110,6 +116,7 @@ class XidFollower:
         self._cursor = _Cursor()
         self._fd: int | None = None
         self._partial = b""
+        self._discarding = False  # inside an over-long line: skip to its end
         self._last_statuses: dict[str, bool] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -149,18 +156,40 @@ class XidFollower:
             log.debug("cannot read %s: %s", self.kmsg_path, exc)
             return None
         statuses["kmsg"] = True
-        data, self._partial = _split_complete(self._partial + data)
-        lines = data.decode("utf-8", errors="replace").splitlines()
+        lines = self._complete_lines(data)
         for line in lines:
             stamp = xid.uptime_of(line)
             if stamp is not None:
                 self._cursor.note(stamp)
         return lines
 
+    def _complete_lines(self, data: bytes) -> list[str]:
+        """The complete lines of what was read, over-long ones dropped and counted; the
+        trailing partial line is kept for the next poll unless it is already too long."""
+        if self._discarding:
+            end = data.find(b"\n")
+            if end < 0:
+                return []
+            data, self._discarding = data[end + 1:], False
+        complete, self._partial = _split_complete(self._partial + data)
+        if len(self._partial) > MAX_LINE:
+            self._partial, self._discarding = b"", True
+            self.store.error("line_too_long")
+        lines = []
+        for raw in complete.splitlines():
+            if len(raw) > MAX_LINE:
+                self.store.error("line_too_long")
+                continue
+            lines.append(raw.decode("utf-8", errors="replace"))
+        return lines
+
     def _drain(self, fd: int) -> bytes:
-        """Everything readable now (bounded per poll; the rest waits for the next poll)."""
+        """What is readable now, at most MAX_BYTES_PER_POLL (the rest waits for the next
+        poll, so one poll never holds more than that in memory)."""
         out = bytearray()
         for _ in range(_MAX_READS_PER_POLL):
+            if len(out) >= MAX_BYTES_PER_POLL:
+                break
             try:
                 chunk = os.read(fd, _READ_CHUNK)
             except BlockingIOError:
@@ -209,6 +238,7 @@ class XidFollower:
             os.close(self._fd)
             self._fd = None
             self._partial = b""
+            self._discarding = False
 
     def start(self) -> None:
         """Poll now and every ``interval_s`` in a daemon thread, until :meth:`stop`."""

@@ -37,7 +37,8 @@ UNMATCHED_METRIC = "gpu_health_exporter_xid_lines_unmatched_total"
 ERRORS_METRIC = "gpu_health_exporter_xid_follow_errors_total"
 PRECREATED_XIDS: tuple[int, ...] = MEMORY_XIDS
 ERROR_REASONS: tuple[str, ...] = (
-    "read", "overrun", "timeout", "exit_code", "oversize", "exec", "not_found", "internal")
+    "read", "overrun", "timeout", "exit_code", "oversize", "exec", "not_found", "internal",
+    "line_too_long")
 MAX_PENDING = 10_000
 VENDOR = "nvidia"
 

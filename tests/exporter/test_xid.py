@@ -271,3 +271,36 @@ def test_the_follower_thread_polls_until_stopped(tool_env: dict[str, str],
     finally:
         follower.stop(timeout_s=10)
     assert sum(store.snapshot().counts.values()) == len(EXPECTED)
+
+
+def test_a_file_growing_without_bound_is_read_in_bounded_polls_and_a_huge_line_is_dropped(
+    tool_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 27: 512 MB appended to the followed file (invalid UTF-8, one 300 MB line without a
+    newline) took the exporter to 1.95 GB. Each poll now reads at most MAX_BYTES_PER_POLL, an
+    over-long line is dropped (counted once), and the Xid lines after it still count."""
+    from exporter.xid_follower import MAX_BYTES_PER_POLL, MAX_LINE
+
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    store = XidStore()
+    follower = XidFollower(store, ToolRunner(timeout_s=10, max_output_bytes=1 << 20,
+                                             env=tool_env), _cards, kmsg_path=str(kmsg),
+                           dmesg="", journalctl="", interval_s=60)
+    follower.poll_once()  # opens the file at its end
+    _append_bytes(kmsg, b"\xff\xfe" * (3 * MAX_BYTES_PER_POLL // 2))  # 24 MiB, no newline
+    _append_bytes(kmsg, b"\n" + KMSG_LINES.encode())
+    polls = 0
+    while sum(store.snapshot().counts.values()) < len(EXPECTED):
+        follower.poll_once()
+        polls += 1
+        assert len(follower._partial) <= MAX_LINE  # never the huge line in memory
+        assert polls < 10
+    assert polls == 4  # 8 MiB per poll: three polls of the long line, one for the rest
+    assert store.snapshot().errors["line_too_long"] == 1
+    assert sum(store.snapshot().counts.values()) == len(EXPECTED)
+
+
+def _append_bytes(path: Path, data: bytes) -> None:
+    with path.open("ab") as fh:
+        fh.write(data)
