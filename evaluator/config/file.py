@@ -45,6 +45,7 @@ _TOP_KEYS: Final = (
 )
 DEFAULT_SAMPLE_LIMIT: Final = 5000
 DEFAULT_MAX_CARDS: Final = 64
+DEFAULT_TARGET_LIMIT: Final = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,9 @@ class ScrapeConfig:
     # flood the store.
     sample_limit: int = DEFAULT_SAMPLE_LIMIT
     max_cards_per_target: int = DEFAULT_MAX_CARDS
+    # Like Prometheus's target_limit, per discovery file or http_sd answer: 100,000 GPUs are
+    # ~12,500 nodes; a source listing more is refused whole (its last good targets stay).
+    target_limit: int = DEFAULT_TARGET_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +237,7 @@ def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesCon
 def _scrape(c: Checker, value: object) -> ScrapeConfig:
     raw = c.section({"scrape": value}, "scrape",
                     ("interval", "timeout", "max_concurrency", "max_response_bytes",
-                     "sample_limit", "max_cards_per_target"))
+                     "sample_limit", "max_cards_per_target", "target_limit"))
     interval = c.duration(raw, "interval", "scrape.interval", 60.0)
     timeout = c.duration(raw, "timeout", "scrape.timeout", min(10.0, interval))
     if timeout > interval:
@@ -251,6 +255,8 @@ def _scrape(c: Checker, value: object) -> ScrapeConfig:
         max_cards_per_target=c.integer(raw, "max_cards_per_target",
                                        "scrape.max_cards_per_target", DEFAULT_MAX_CARDS, 1,
                                        100_000),
+        target_limit=c.integer(raw, "target_limit", "scrape.target_limit",
+                               DEFAULT_TARGET_LIMIT, 1, 10_000_000),
     )
 
 

@@ -36,13 +36,20 @@ TICK_SECONDS = 5.0
 HTTP_SD_TIMEOUT_S = 30.0
 
 
-def load_groups_text(text: str, name: str) -> list[TargetGroup]:
-    """Target groups from JSON (``.json``) or YAML text; DiscoveryError lists every problem."""
+def load_groups_text(text: str, name: str, target_limit: int | None = None
+                     ) -> list[TargetGroup]:
+    """Target groups from JSON (``.json``) or YAML text; DiscoveryError lists every problem,
+    or says the source lists more than ``target_limit`` targets (refused whole)."""
     try:
         raw = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise DiscoveryError(f"{name}: not valid {'JSON' if name.endswith('.json') else 'YAML'}"
                              f": {exc}", reason="syntax") from exc
+    if target_limit is not None and isinstance(raw, list):  # counted before validating each
+        count = sum(len(g.get("targets") or ()) for g in raw if isinstance(g, dict))
+        if count > target_limit:
+            raise DiscoveryError(f"{name}: {count} targets, more than scrape.target_limit "
+                                 f"({target_limit}): refused whole", reason="target_limit")
     groups, problems = parse_groups(raw, name)
     if problems:
         raise DiscoveryError("; ".join(problems), reason="invalid")
@@ -71,11 +78,13 @@ class _FileState:
 class FileSD:
     mechanism = "file_sd"
 
-    def __init__(self, config: FileSDConfig) -> None:
+    def __init__(self, config: FileSDConfig, target_limit: int | None = None) -> None:
         self.config = config
+        self.target_limit = target_limit
         self.name = "file_sd:" + ",".join(config.files)
         self._matched: list[str] | None = None  # paths the last scan found (None: no scan yet)
         self._files: dict[str, _FileState] = {}
+        self._unreadable: set[str] = set()  # matched, but stat/read fails (a symlink loop)
         self._last_full: datetime | None = None
 
     @property
@@ -84,8 +93,11 @@ class FileSD:
 
     @property
     def produced(self) -> bool:
-        """Every file the last scan matched has been read successfully at least once."""
-        return self._matched is not None and all(p in self._files for p in self._matched)
+        """Every file the last scan matched has been read successfully at least once, or
+        cannot be read at all (a symlink loop, no permission: reported, never waited for,
+        so the other sources' targets are served)."""
+        return self._matched is not None and all(
+            p in self._files or p in self._unreadable for p in self._matched)
 
     async def refresh(self, now: datetime) -> list[DiscoveryError]:
         full = self._last_full is None or \
@@ -111,7 +123,9 @@ class FileSD:
                 stamp = (st.st_mtime_ns, st.st_size)
                 if known is not None and known.stamp == stamp and not full:
                     continue
-                groups = load_groups_text(Path(path).read_text(encoding="utf-8"), path)
+                groups = load_groups_text(Path(path).read_text(encoding="utf-8"), path,
+                                          self.target_limit)
+                self._unreadable.discard(path)
             except DiscoveryError as exc:
                 errors.append(exc)
                 if known is not None:
@@ -119,6 +133,7 @@ class FileSD:
                 continue
             except (OSError, UnicodeDecodeError) as exc:
                 errors.append(DiscoveryError(f"{path}: cannot read: {exc}", reason="read"))
+                self._unreadable.add(path)
                 continue
             self._files[path] = _FileState(stamp, groups)
         self._matched = paths
@@ -129,8 +144,9 @@ class HttpSD:
     mechanism = "http_sd"
 
     def __init__(self, config: HttpSDConfig, session: aiohttp.ClientSession,
-                 max_bytes: int) -> None:
+                 max_bytes: int, target_limit: int | None = None) -> None:
         self.config = config
+        self.target_limit = target_limit
         self.name = "http_sd:" + config.url
         self.produced = False
         self.groups: list[TargetGroup] = []
@@ -146,7 +162,8 @@ class HttpSD:
         self._last_attempt = now
         try:
             text = await self._fetch()
-            self.groups = load_groups_text(text, self.config.url + " (.json)")
+            self.groups = load_groups_text(text, self.config.url + " (.json)",
+                                           self.target_limit)
         except DiscoveryError as exc:
             return [exc]
         self.produced = True
@@ -183,7 +200,7 @@ class Discovery:
         self.config = config
         self.metrics = metrics
         self.static = list(config.static_configs)
-        self.file_sd = [FileSD(c) for c in config.file_sd_configs]
+        self.file_sd = [FileSD(c, config.scrape.target_limit) for c in config.file_sd_configs]
         self.http_sd: list[HttpSD] = []
         self.targets: tuple[Target, ...] = ()
         self.conflicts: tuple[str, ...] = ()
@@ -195,7 +212,8 @@ class Discovery:
         if self.config.http_sd_configs:
             self._session = client_session(ClientOptions(
                 connect_timeout=HTTP_SD_TIMEOUT_S, headers={"Accept": "application/json"}))
-            self.http_sd = [HttpSD(c, self._session, self.config.scrape.max_response_bytes)
+            self.http_sd = [HttpSD(c, self._session, self.config.scrape.max_response_bytes,
+                                   self.config.scrape.target_limit)
                             for c in self.config.http_sd_configs]
 
     async def close(self) -> None:
@@ -216,12 +234,14 @@ class Discovery:
     async def refresh(self, now: datetime) -> tuple[Target, ...]:
         for provider in self.providers:
             errors = await provider.refresh(now)
+            said = self.last_errors.get(provider.name)
             if errors:
                 self.last_errors[provider.name] = "; ".join(str(e) for e in errors)
             else:
                 self.last_errors.pop(provider.name, None)
             for exc in errors:
-                log.warning("%s: keeping last good targets: %s", provider.mechanism, exc)
+                if said is None or str(exc) not in said:  # said once, not every refresh
+                    log.warning("%s: keeping last good targets: %s", provider.mechanism, exc)
                 if self.metrics is not None:
                     self.metrics.discovery_errors.labels(provider.mechanism, exc.reason).inc()
         sources: list[Sequence[TargetGroup]] = [self.static]

@@ -159,3 +159,45 @@ async def test_a_self_redirecting_http_sd_is_called_a_redirect_loop(tmp_path: Pa
     [message] = disc.last_errors.values()
     assert message.endswith("/sd: redirect loop (more than 10 redirects)")
     assert metrics.discovery_errors.labels("http_sd", "redirects")._value.get() == 1
+
+
+async def test_an_http_sd_answer_over_the_target_limit_is_refused_whole_and_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27: 50,000 targets under the byte cap took RSS to 850 MB and logged 50,000
+    warnings; a source over scrape.target_limit (20,000 by default) is refused whole."""
+    many = json.dumps([{"targets": [f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:9835"
+                                    for i in range(50_000)]}])
+    async with stand_in() as server:
+        disc, metrics = _discovery({"http_sd_configs": [
+            {"url": f"http://127.0.0.1:{server.port}/t/sd/metrics", "refresh_interval": "1s"}]},
+            tmp_path)
+        await disc.start()
+        try:
+            clock = FakeClock()
+            server.bodies["sd"] = json.dumps([{"targets": ["gpu-07:9835"]}])
+            await disc.refresh(clock())
+            server.bodies["sd"] = many
+            with caplog.at_level(logging.WARNING, logger="evaluator.ingest.discovery"):
+                for _ in range(3):
+                    await disc.refresh(clock.advance(seconds=2))
+        finally:
+            await disc.close()
+    assert [t.node_id for t in disc.targets] == ["gpu-07"]  # the last good list stays
+    assert metrics.discovery_errors.labels("http_sd", "target_limit")._value.get() == 3
+    [line] = [r.getMessage() for r in caplog.records]  # one line, not one per refresh
+    assert "50000 targets, more than scrape.target_limit (20000): refused whole" in line
+
+
+async def test_a_file_sd_symlink_loop_is_reported_once_and_does_not_hold_readiness(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27: /readyz stayed 503 forever and the loop was logged every 5 s."""
+    (tmp_path / "good.json").write_text('[{"targets": ["gpu-01:9835"]}]')
+    (tmp_path / "loop.json").symlink_to(tmp_path / "loop.json")
+    disc, metrics = _discovery({"file_sd_configs": [{"files": ["*.json"]}]}, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="evaluator.ingest.discovery"):
+        for _ in range(3):
+            await disc.refresh(FakeClock()())
+    assert disc.ready and [t.node_id for t in disc.targets] == ["gpu-01"]
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "loop.json: cannot read" in line
+    assert metrics.discovery_errors.labels("file_sd", "read")._value.get() == 3
