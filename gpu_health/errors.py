@@ -67,11 +67,12 @@ class ApiError(GpuHealthError):
     reason = "api"
 
     def __init__(self, status: int, message: str, *, param: str | None = None,
-                 challenge: str | None = None) -> None:
+                 challenge: str | None = None, retry_after: int | None = None) -> None:
         super().__init__(message, reason=f"http_{status}")
         self.status = status
         self.param = param
         self.challenge = challenge  # a 401's WWW-Authenticate, when not the bearer one
+        self.retry_after = retry_after  # seconds, sent as Retry-After (a shed 503)
 
 
 class AlertError(GpuHealthError):

@@ -13,8 +13,9 @@ While it runs, the live source and the worker wait (``/readyz`` says "importing 
 and nothing is sealed. Alerts: a replayed prediction whose window already ended is never
 alerted (the alert loop opens alerts only for windows still open); one still open alerts as
 any live prediction. A failed import is undone (its rows deleted: the store held none) and
-retried after ``retry``; the live source starts only when the history is in, so the two never
-interleave.
+retried after ``retry``; an import the process did not live to finish (a marker in the store,
+:mod:`evaluator.store.history_import`) is undone and redone at the next start. The live source
+starts only when the history is in, so the two never interleave.
 
 What the import does not bring: node records of nodes gone before the first live cycle (their
 data is visible to an all-tenants caller only).
@@ -37,8 +38,9 @@ from evaluator.ingest.prometheus.source import PrometheusSource as LiveSource
 from evaluator.ingest.prometheus.source import client_options, metric_set
 from evaluator.ingest.prometheus.window import floored
 from evaluator.rules.ruleset import RuleSet
+from evaluator.store import history_import
 from evaluator.store.db import Database
-from evaluator.store.samples import delete_source_rows, newest_sample_at
+from evaluator.store.samples import newest_sample_at
 from gpu_health.clock import Clock
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.durations import format_duration
@@ -69,10 +71,18 @@ class HistoryBootstrap:
         self.period: tuple[datetime, datetime] | None = None  # what the history covers
 
     async def prepare(self) -> None:
-        """Hold the live source back when a history import is due (the store is empty)."""
+        """Hold the live source back when a history import is due: the store is empty, or
+        an earlier import did not finish (its rows are removed first)."""
         if not self.config.history:
             return
-        if await self.db.run(newest_sample_at, self.db, SOURCE_REAL) is not None:
+        unfinished = await self.db.run(history_import.interrupted, self.db)
+        if unfinished is not None:
+            removed = await self.db.run(history_import.undo, self.db)
+            log.warning("ingest.prometheus.history: the import begun %s (%s to %s) did not "
+                        "finish; its %d sample rows are removed and the history is imported "
+                        "again", unfinished.started_at.isoformat(),
+                        unfinished.since.isoformat(), unfinished.until.isoformat(), removed)
+        elif await self.db.run(newest_sample_at, self.db, SOURCE_REAL) is not None:
             log.info("ingest.prometheus.history: the store already holds real samples; no "
                      "history import")
             return
@@ -93,7 +103,7 @@ class HistoryBootstrap:
                 log.error("history import failed (%s): %s; undone, retrying in %s", reason,
                           exc, format_duration(self.retry),
                           exc_info=not isinstance(exc, GpuHealthError))
-                await self.db.run(delete_source_rows, self.db, SOURCE_REAL)
+                await self.db.run(history_import.undo, self.db)
                 await asyncio.sleep(self.retry.total_seconds())
 
     async def _attempt(self) -> None:
@@ -123,6 +133,9 @@ class HistoryBootstrap:
 
         log.info("ingest.prometheus.history: importing %s to %s from %s", since.isoformat(),
                  until.isoformat(), c.url)
+        # Before the first row: a process stopped from here on leaves the marker open, and the
+        # next start redoes the import instead of taking its half for history.
+        await self.db.run(history_import.begin, self.db, self.clock(), since, until)
         with bar:
             stats = await import_prometheus(self.db, source, self.keepalive, progress)
         self.live.status.waiting_for = (f"replaying {self.ruleset.version} over the imported "
@@ -137,6 +150,7 @@ class HistoryBootstrap:
             done = await self.db.run(partial(replay, shadow=True), self.db, shadow, since, until)
             log.info("history: shadow version %s: %d predictions replayed (%s)",
                      shadow.version, done.predictions, done.resolved)
+        await self.db.run(history_import.finish, self.db, self.clock())
         self.live.resume_at(until)
         self.live.status.waiting_for = None
         self.running = False

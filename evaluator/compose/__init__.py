@@ -44,6 +44,7 @@ from evaluator.config.file import Config
 from evaluator.config.rules import action_policy_file, load_action_policy, load_ruleset
 from evaluator.http.api.auth import TokenSet, load_tokens
 from evaluator.http.api.context import ApiContext
+from evaluator.http.api.gate import ApiGate
 from evaluator.http.api.routes import add_api_routes
 from evaluator.http.api.token_file import CHECK_SECONDS as TOKENS_CHECK_SECONDS
 from evaluator.http.api.token_file import TokenFile
@@ -175,7 +176,8 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         current_rule_version=ruleset.version, tokens=tokens, listen_host=config.listen_host,
         registry=app.registry, retention_days=config.retention_days, ruleset=ruleset,
         action_policy=policy, shadows=shadows,
-        basic_auth=guard is not None and guard.basic_auth))
+        basic_auth=guard is not None and guard.basic_auth,
+        gate=ApiGate(config.api_limits, app.registry)))
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
                             registry=app.node_registry, policy=policy, shadows=shadows)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)

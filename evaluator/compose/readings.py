@@ -140,6 +140,7 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     app.on_stop(close_clients)
     app.add_ready_check("discovery", lambda: None if discovery.ready else (
         "target discovery has not produced a target list from every source yet"))
+    app.add_ready_check("ingest", pipeline.not_ready)
     app.add_loop("discovery", TICK_SECONDS, discover, at_start=True)
     app.add_loop("ingest", scrape.interval, pipeline.run_cycle,
                  stuck_after=max(3 * scrape.interval + scrape.timeout, 300.0))

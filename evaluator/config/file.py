@@ -20,6 +20,8 @@ from typing import Any, Final
 import yaml
 
 from evaluator.config.alerting import AlertingConfig, parse_alerting, parse_external_url
+from evaluator.config.api import KEYS as API_KEYS
+from evaluator.config.api import ApiLimits, parse_api_limits
 from evaluator.config.discovery import FileSDConfig, HttpSDConfig, parse_file_sd, parse_http_sd
 from evaluator.config.remediation import SlurmRemediation, parse_remediation
 from evaluator.config.rules import DEFAULT_VERSION, RULES_DIR
@@ -96,6 +98,7 @@ class Config:
     web_external_url: str | None = None  # None: http://<listen address>
     rules: RulesConfig = field(default_factory=RulesConfig)
     api_tokens_file: Path | None = None
+    api_limits: ApiLimits = field(default_factory=ApiLimits)
     retention_days: int = DEFAULT_RETENTION_DAYS
     source: Path | None = None  # the file this came from (None: built-in defaults)
     # Source label of scraped rows. Not a config-file key: only the demo sets 'simulated', when
@@ -211,6 +214,8 @@ def parse_config(
         web_external_url=parse_external_url(c, web_raw),
         rules=rules,
         api_tokens_file=tokens,
+        api_limits=parse_api_limits(c, api if isinstance(api := raw.get("api"), Mapping)
+                                    else {}),  # its keys are checked with api.tokens_file
         retention_days=retention_days,
         source=source,
         ingest=parse_ingest(c, raw, base),
@@ -223,7 +228,7 @@ def parse_config(
 def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesConfig, Path | None]:
     """Sections read by other parts (rules engine, API): basic types only here."""
     rules_raw = c.section(raw, "rules", ("dir", "active", "shadow"))
-    api_raw = c.section(raw, "api", ("tokens_file",))
+    api_raw = c.section(raw, "api", API_KEYS)
     active = c.string(rules_raw, "active", "rules.active", DEFAULT_VERSION)
     if _VERSION_RE.fullmatch(active) is None:
         c.problem(f"rules.active: {active!r} is not a rule version name")

@@ -56,11 +56,14 @@ class RequestMetrics:
 
 
 def error_body(status: int, message: str, param: str | None = None,
-               challenge: str | None = None) -> web.Response:
-    """The one JSON error shape; a 401 also says how to authenticate."""
+               challenge: str | None = None, retry_after: int | None = None) -> web.Response:
+    """The one JSON error shape; a 401 also says how to authenticate, a shed request when to
+    come back."""
     response = web.json_response({"error": message, "param": param}, status=status)
     if status == 401:
         response.headers["WWW-Authenticate"] = challenge or WWW_AUTHENTICATE
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
     return response
 
 
@@ -78,7 +81,8 @@ def error_middleware(metrics: RequestMetrics) -> Middleware:
             response = await handler(request)
         except ApiError as exc:
             reason = exc.reason
-            response = error_body(exc.status, str(exc), exc.param, exc.challenge)
+            response = error_body(exc.status, str(exc), exc.param, exc.challenge,
+                                  exc.retry_after)
             log.debug("%s %s -> %d: %s", request.method, request.path, exc.status, exc)
         except web.HTTPException as exc:  # the router's own 404 / 405
             reason = f"http_{exc.status}"

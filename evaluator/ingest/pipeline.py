@@ -15,8 +15,10 @@ from evaluator.ingest.cycle import CycleReport, Ingestor
 from evaluator.ingest.scrape import Scraper, ScrapeResult
 from evaluator.selfmetrics import SelfMetrics
 from gpu_health.clock import Clock
+from gpu_health.errors import StoreError
 
 log = logging.getLogger(__name__)
+FAILED_WRITES = 3  # consecutive failed cycles before /readyz says so (one is a blip)
 
 
 class IngestPipeline:
@@ -34,6 +36,8 @@ class IngestPipeline:
         self.last_duration: float | None = None
         self._evicted = (0, 0)
         self._up: dict[str, bool] = {}
+        self.failed_writes = 0  # consecutive cycles whose write to the store failed
+        self.failed_reason: str | None = None
 
     async def run_cycle(self) -> CycleReport:
         started = time.perf_counter()
@@ -41,7 +45,13 @@ class IngestPipeline:
         results = await self.scraper.scrape_all(targets)
         self.last_results = {r.target.url: r for r in results}
         self._record_targets(results)
-        report = await self.ingestor.ingest(results)
+        try:
+            report = await self.ingestor.ingest(results)
+        except StoreError as exc:  # counted by the loop's catch-all; remembered for /readyz
+            self.failed_writes += 1
+            self.failed_reason = exc.reason
+            raise
+        self.failed_writes, self.failed_reason = 0, None
         self.ingestor.evict_idle(self.clock())
         self.last_duration = time.perf_counter() - started
         self.last_report = report
@@ -51,6 +61,14 @@ class IngestPipeline:
                   report.rows_written, report.xid_rows_written, report.selects,
                   self.last_duration)
         return report
+
+    def not_ready(self) -> str | None:
+        """/readyz: not ready once FAILED_WRITES cycles in a row could not write (a revoked
+        table, a full disk): scraping alone is not collecting."""
+        if self.failed_writes < FAILED_WRITES:
+            return None
+        return (f"the last {self.failed_writes} ingest cycles could not write to the store "
+                f"({self.failed_reason})")
 
     def _record_targets(self, results: Sequence[ScrapeResult]) -> None:
         for r in results:

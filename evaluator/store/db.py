@@ -105,9 +105,7 @@ class Database:
             return self.cursor().execute(sql, params) if params is not None else \
                 self.cursor().execute(sql)
         except duckdb.Error as exc:
-            reason = "conflict" if isinstance(exc, duckdb.TransactionException | \
-                                              duckdb.ConstraintException) else "query"
-            raise StoreError(f"{type(exc).__name__}: {exc}", reason=reason) from exc
+            raise StoreError(f"{type(exc).__name__}: {exc}", reason=_reason(exc)) from exc
 
     def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[Any]:
         result: list[Any] = self.execute(sql, params).fetchall()
@@ -241,3 +239,18 @@ class Database:
             applied.append(version)
             log.info("applied schema migration %d: %s", version, description)
         return applied
+
+
+def _reason(exc: duckdb.Error) -> str:
+    """The StoreError reason of a DuckDB error. A full disk surfaces as a failed commit
+    (TransactionException "... No space left on device"), which is not a write conflict."""
+    text = str(exc)
+    if "No space left on device" in text or "Disk full" in text:
+        return "resources"
+    if isinstance(exc, duckdb.PermissionException):
+        return "permission"
+    if isinstance(exc, duckdb.IOException):
+        return "io"
+    if isinstance(exc, duckdb.TransactionException | duckdb.ConstraintException):
+        return "conflict"
+    return "query"

@@ -125,15 +125,6 @@ def newest_sample_at(db: Database, source: str) -> datetime | None:
     return from_naive_utc(value) if isinstance(value, datetime) else None
 
 
-def delete_source_rows(db: Database, source: str) -> int:
-    """Remove every sample row of ``source``: a first-start history import that failed half-way
-    (the store held none before it, and nothing has sealed them yet) is undone before a retry."""
-    row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE source = $source",
-                      {"source": source})
-    db.execute("DELETE FROM gpu_health_samples WHERE source = $source", {"source": source})
-    return int(row[0]) if row else 0
-
-
 def insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: timedelta) -> int:
     """Insert runs of keep-alive rows in one statement: per run, the row ``first`` and one every
     ``period`` after it up to ``last`` (same card, UUID and counters; the write rule's closed form

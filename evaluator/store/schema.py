@@ -284,4 +284,17 @@ CREATE TABLE gpu_health_remediations (
             Only("postgresql", _bytewise("gpu_health_members")),
         ),
     ),
+    (
+        11,
+        "the first-start history import's marker: an interrupted import is redone (issue 27)",
+        (
+            """
+CREATE TABLE gpu_health_history_imports (
+    started_at TIMESTAMP NOT NULL,
+    since TIMESTAMP NOT NULL,
+    until TIMESTAMP NOT NULL,
+    completed_at TIMESTAMP
+)""",
+        ),
+    ),
 )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 from evaluator.http.api.auth import TokenSet
+from evaluator.http.api.gate import ApiGate
 from evaluator.store.db import Database
 from gpu_health.clock import Clock, rfc3339
 from gpu_health.errors import ApiError
@@ -49,6 +50,7 @@ class ApiContext:
     action_policy: ActionPolicy | None = None  # recommended actions (docs/actions.md)
     shadows: tuple[RuleSet, ...] = ()  # rules.shadow: versions run beside the active one
     basic_auth: bool = False  # --web.config.file's users gate every route (docs/security.md)
+    gate: ApiGate | None = None  # load shedding (api.max_concurrency, ...); None: unbounded
 
     def ruleset_for(self, version: str | None) -> RuleSet | None:
         """The rule set whose gates and fault definition a version's statistics use: that

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -75,9 +76,16 @@ def _handler(ctx: ApiContext, endpoint: Endpoint) -> Callable[[web.Request], Awa
     async def handle(request: web.Request) -> web.Response:
         principal = request[PRINCIPAL]  # authenticated and scope-checked by the access rule
         query = Query.parse(request.query.items(), endpoint.params)
-        return web.json_response(await endpoint.fn(ctx, principal, query), dumps=dumps)
+        async with _turn(ctx):
+            body = await endpoint.fn(ctx, principal, query)
+        return web.json_response(body, dumps=dumps)
 
     return handle
+
+
+def _turn(ctx: ApiContext) -> AbstractAsyncContextManager[None]:
+    """A turn at the store through the API's gate (none configured: no wait)."""
+    return ctx.gate.turn() if ctx.gate is not None else nullcontext()
 
 
 async def _json_body(request: web.Request) -> object:
@@ -95,7 +103,8 @@ def _action(ctx: ApiContext, action: Action) -> Callable[[web.Request], Awaitabl
         principal = request[PRINCIPAL]  # authenticated and scope-checked by the access rule
         Query.parse(request.query.items(), action.params)
         body = await _json_body(request)
-        result = await action.fn(ctx, principal, dict(request.match_info), body)
+        async with _turn(ctx):
+            result = await action.fn(ctx, principal, dict(request.match_info), body)
         return web.json_response(result, dumps=dumps)
 
     return handle

@@ -193,3 +193,45 @@ def test_cli_run_serves_and_stops_on_sigterm_and_a_locked_db_exits_1(
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr
+
+
+async def test_readyz_fails_once_ingest_cycles_cannot_write_and_recovers(
+        server: StandIn, tmp_path: Path) -> None:
+    """Issue 27: a revoked samples table left /readyz 200 while 8 cycles failed."""
+    service = _service(_config(tmp_path, server))
+    runner, base = await _serve(service.app)
+    try:
+        assert service.pipeline is not None
+        await service.pipeline.run_cycle()
+        await service.db.run(service.db.execute,
+                             "ALTER TABLE gpu_health_samples RENAME TO samples_gone")
+        server.bodies["gpu-01"] = render([Card(i, f"GPU-{i}", a100(9 + i))
+                                          for i in range(4)])  # a change: rows to write
+        async with aiohttp.ClientSession() as http:
+            for cycle in range(3):
+                with pytest.raises(StoreError):
+                    await service.pipeline.run_cycle()
+                async with http.get(base + "/readyz") as r:
+                    body = await r.json()
+                assert (r.status == 503) == (cycle == 2), body  # one failure is a blip
+            assert body["not_ready"]["ingest"] == (
+                "the last 3 ingest cycles could not write to the store (query)")
+            await service.db.run(service.db.execute,
+                                 "ALTER TABLE samples_gone RENAME TO gpu_health_samples")
+            await service.pipeline.run_cycle()
+            async with http.get(base + "/readyz") as r:
+                assert r.status == 200
+    finally:
+        await runner.cleanup()
+
+
+def test_a_full_disk_is_not_called_a_write_conflict() -> None:
+    import duckdb
+
+    from evaluator.store.db import _reason
+
+    assert _reason(duckdb.TransactionException(
+        "TransactionContext Error: Failed to commit: could not write file: No space left on "
+        "device")) == "resources"
+    assert _reason(duckdb.TransactionException("Conflict on update")) == "conflict"
+    assert _reason(duckdb.CatalogException("Table does not exist")) == "query"

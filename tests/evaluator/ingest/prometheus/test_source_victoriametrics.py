@@ -380,3 +380,41 @@ def test_the_history_replay_includes_the_shadow_versions(vm: str, tmp_path: Path
     assert table(svc.db, "SELECT count(*) FROM gpu_health_predictions p JOIN "
                          "gpu_health_alerts a ON a.prediction_id = p.id WHERE p.shadow") == [(0,)]
     asyncio.run(svc.app.close())
+
+
+def test_an_import_the_process_did_not_finish_is_redone_at_the_next_start(
+        vm: str, tmp_path: Path) -> None:
+    """Issue 27: a SIGTERM at chunk 12 of 15 left real rows, so the next start took the half
+    import for history and the live source skipped what lay behind max_catchup. The process
+    here stops (its task cancelled, nothing undone) once rows are written; the next start on
+    the same file removes them and imports exactly what a clean import does."""
+    clean = service(tmp_path, vm, Clock(START), "clean2", history="3d")
+    cut = service(tmp_path, vm, Clock(START), "cut", history="3d")
+
+    async def stop_half_way() -> None:
+        await cut.app.open()
+        assert cut.bootstrap is not None
+        task = asyncio.create_task(cut.bootstrap.run())
+        while not await cut.db.run(lambda: table(cut.db, "SELECT count(*) FROM "
+                                                        "gpu_health_samples")[0][0]):
+            await asyncio.sleep(0.01)  # waiting for the import task to write, not for time
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert table(cut.db, "SELECT count(*) FROM gpu_health_history_imports "
+                             "WHERE completed_at IS NULL") == [(1,)]
+        await cut.app.close()  # closes the store too
+
+    asyncio.run(stop_half_way())
+    again = service(tmp_path, vm, Clock(START), "cut", history="3d")
+
+    async def run() -> None:
+        await started(clean)
+        await started(again)  # asserts that the import is due again and completes
+
+    asyncio.run(run())
+    assert table(again.db, SAMPLES) == table(clean.db, SAMPLES)
+    assert table(again.db, PREDICTIONS) == table(clean.db, PREDICTIONS)
+    assert table(again.db, "SELECT count(*) FROM gpu_health_history_imports "
+                           "WHERE completed_at IS NOT NULL") == [(1,)]
+    for s in (clean, again):
+        asyncio.run(s.app.close())

@@ -1,0 +1,71 @@
+"""Load shedding for the read API: a bounded number of requests at the store at once, a bounded
+queue behind them, and a 503 with ``Retry-After`` beyond (issue 27).
+
+Every API request runs its statements on the store's small thread pool, the same pool the
+ingest cycle and the worker use. Unbounded, 200 concurrent clients queued 200 requests' worth
+of statements ahead of them: the minute's ingest cycle took 8.8 s instead of 0.14 s and the
+API's own p99 was 13 s (bench/api_load.py: 6-14x the cycle alone). With the gate, at most
+``max_concurrency`` API requests use the store at a time, at most ``max_queue`` wait (each at
+most ``queue_timeout``), and everyone else is told at once to come back (``503``,
+``Retry-After: 1``), as a busy Prometheus query engine does. The health endpoints and /metrics
+never pass here. A request whose store work takes longer than ``timeout`` (a frozen database)
+is answered 503 too. Counted in ``gpu_health_evaluator_api_shed_total{reason}``
+(``queue_full``, ``wait_timeout``, ``timeout``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from evaluator.config.api import ApiLimits
+from gpu_health.errors import ApiError
+
+RETRY_AFTER_S = 1
+
+
+class ApiGate:
+    def __init__(self, limits: ApiLimits, registry: CollectorRegistry) -> None:
+        self.limits = limits
+        self._free = asyncio.Semaphore(limits.max_concurrency)
+        self._waiting = 0
+        self.shed = Counter("gpu_health_evaluator_api_shed", "API requests answered 503 "
+                            "because the API was busy or the store slow, by reason (queue_full, "
+                            "wait_timeout, timeout)",
+                            ["reason"], registry=registry)
+        for reason in ("queue_full", "wait_timeout", "timeout"):
+            self.shed.labels(reason)
+        self.queued = Gauge("gpu_health_evaluator_api_queued", "API requests waiting for a "
+                            "turn at the store", registry=registry)
+        self.queued.set_function(lambda: float(self._waiting))
+
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """Wait for a turn at the store (bounded), or raise a 503 ApiError."""
+        if self._free.locked() and self._waiting >= self.limits.max_queue:
+            self.shed.labels("queue_full").inc()
+            raise ApiError(503, f"the API is busy ({self.limits.max_queue} requests already "
+                           "waiting): retry later", retry_after=RETRY_AFTER_S)
+        self._waiting += 1
+        try:
+            async with asyncio.timeout(self.limits.queue_timeout):
+                await self._free.acquire()
+        except TimeoutError:
+            self.shed.labels("wait_timeout").inc()
+            raise ApiError(503, f"the API is busy (no turn within "
+                           f"{self.limits.queue_timeout:g}s): retry later",
+                           retry_after=RETRY_AFTER_S) from None
+        finally:
+            self._waiting -= 1
+        try:
+            async with asyncio.timeout(self.limits.timeout):
+                yield
+        except TimeoutError:
+            self.shed.labels("timeout").inc()
+            raise ApiError(503, f"the store did not answer within {self.limits.timeout:g}s: "
+                           "retry later", retry_after=RETRY_AFTER_S) from None
+        finally:
+            self._free.release()

@@ -1,0 +1,94 @@
+"""Load shedding of the read API (issue 27): a bounded number of requests at the store, a
+bounded queue, then 503 with Retry-After, over real HTTP; the health endpoints never wait."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from evaluator.config.api import ApiLimits
+from evaluator.config.file import parse_config
+from evaluator.http.api.gate import ApiGate
+from evaluator.store import Database
+from gpu_health.errors import ApiError, ConfigError
+from tests.evaluator.api_support import build_dataset, make_ctx, serve
+
+PATH = "/api/v1/gpu-health/capabilities"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    database = Database(tmp_path_factory.mktemp("gate") / "api.duckdb")
+    build_dataset(database)
+    yield database
+    database.close()
+
+
+async def test_a_busy_api_answers_503_with_retry_after_and_serves_again_when_free(
+        db: Database) -> None:
+    registry = CollectorRegistry()
+    gate = ApiGate(ApiLimits(max_concurrency=1, max_queue=0, queue_timeout=5), registry)
+    async with serve(replace(make_ctx(db, registry=registry), gate=gate)) as client:
+        async with gate.turn():  # another request holds the only turn
+            response = await client.get(PATH)
+            assert response.status == 503
+            assert response.headers["Retry-After"] == "1"
+            body = await response.json()
+            assert body == {"error": "the API is busy (0 requests already waiting): retry "
+                                     "later", "param": None}
+        assert (await client.get(PATH)).status == 200
+    assert registry.get_sample_value("gpu_health_evaluator_api_shed_total",
+                                     {"reason": "queue_full"}) == 1
+
+
+async def test_a_queued_request_waits_its_turn_or_gives_up_after_the_queue_timeout() -> None:
+    registry = CollectorRegistry()
+    gate = ApiGate(ApiLimits(max_concurrency=1, max_queue=4, queue_timeout=0.2), registry)
+    order: list[str] = []
+
+    async def request(name: str) -> None:
+        async with gate.turn():
+            order.append(name)
+
+    async with gate.turn():
+        waiting = asyncio.create_task(request("queued"))
+        await asyncio.sleep(0)  # let it reach the queue
+        assert registry.get_sample_value("gpu_health_evaluator_api_queued") == 1
+    await waiting  # the turn was given back: the queued request ran
+    assert order == ["queued"]
+    async with gate.turn():
+        with pytest.raises(ApiError) as late:
+            await request("late")
+    assert late.value.status == 503 and late.value.retry_after == 1
+    assert registry.get_sample_value("gpu_health_evaluator_api_shed_total",
+                                     {"reason": "wait_timeout"}) == 1
+
+
+def test_the_limits_are_config_keys_checked_with_the_others(tmp_path: Path) -> None:
+    config = parse_config({"api": {"max_concurrency": 4, "max_queue": 8,
+                                   "queue_timeout": "2s"}}, base=tmp_path)
+    assert config.api_limits == ApiLimits(4, 8, 2.0, 30.0)
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"api": {"max_concurrency": 0, "max_qeue": 1}}, base=tmp_path)
+    text = " ".join(caught.value.problems)
+    assert "api.max_concurrency" in text and "max_qeue" in text
+
+
+async def test_store_work_longer_than_the_timeout_is_a_503_not_a_hang() -> None:
+    """Issue 27: API calls hung up to 40 s on a frozen database."""
+    registry = CollectorRegistry()
+    gate = ApiGate(ApiLimits(max_concurrency=1, timeout=0.1), registry)
+    frozen = asyncio.Event()  # never set: the store does not answer
+    with pytest.raises(ApiError) as caught:
+        async with gate.turn():
+            await frozen.wait()
+    assert caught.value.status == 503 and "did not answer within 0.1s" in str(caught.value)
+    async with gate.turn():  # the turn was given back
+        pass
+    assert registry.get_sample_value("gpu_health_evaluator_api_shed_total",
+                                     {"reason": "timeout"}) == 1
