@@ -37,6 +37,7 @@ from evaluator.http.api.auth import TokenSet
 from evaluator.http.errors import RequestMetrics
 from evaluator.http.index import add_index_route
 from evaluator.http.ops import add_ops_routes
+from evaluator.http.throttle import FailureThrottle
 from evaluator.selfmetrics import SelfMetrics
 from gpu_health.errors import GpuHealthError
 from gpu_health.webguard import WebGuard
@@ -82,7 +83,8 @@ class EvaluatorApp:
         self._stop_hooks: list[Hook] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.web_app = new_application(RequestMetrics(self.registry), tokens=tokens,
-                                       listen_host=listen_host, guard=guard)
+                                       listen_host=listen_host, guard=guard,
+                                       throttle=FailureThrottle(self.registry))
         add_ops_routes(self.web_app, self)
         add_index_route(self.web_app)
         self.web_app.cleanup_ctx.append(self._lifecycle)

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from enum import StrEnum
-from typing import Final
+from typing import Final, TypeVar
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -35,10 +35,12 @@ from evaluator.http.api.auth import (
     require_scope,
 )
 from evaluator.http.errors import RequestMetrics, error_middleware
+from evaluator.http.throttle import FailureThrottle
 from gpu_health.errors import ApiError, GpuHealthError
 from gpu_health.webguard import REALM, WebGuard
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Rule(StrEnum):
@@ -52,10 +54,11 @@ PRINCIPAL: Final = web.RequestKey("principal", Principal)
 
 
 def new_application(registry_metrics: RequestMetrics, *, tokens: TokenSet | None,
-                    listen_host: str, guard: WebGuard | None = None) -> web.Application:
+                    listen_host: str, guard: WebGuard | None = None,
+                    throttle: FailureThrottle | None = None) -> web.Application:
     """The root application: the one error path outside, access control inside it."""
     app = web.Application(middlewares=[error_middleware(registry_metrics),
-                                       access_middleware(tokens, listen_host, guard)])
+                                       access_middleware(tokens, listen_host, guard, throttle)])
     app[RULES] = {}
     return app
 
@@ -72,12 +75,14 @@ def open_mode(tokens: TokenSet | None, listen_host: str) -> bool:
 
 
 def access_middleware(tokens: TokenSet | None, listen_host: str,
-                      guard: WebGuard | None = None) -> Middleware:
+                      guard: WebGuard | None = None,
+                      throttle: FailureThrottle | None = None) -> Middleware:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         basic = guard is not None and guard.basic_auth
         if basic:  # --web.config.file's users: every route, as the exporter-toolkit does
-            await _basic_auth(guard, request.headers.get("Authorization"))
+            await _throttled(throttle, request, _basic_auth(guard,
+                                                            request.headers.get("Authorization")))
         resource = request.match_info.route.resource
         if resource is None:  # the router's own 404/405: nothing to protect
             return await handler(request)
@@ -86,13 +91,42 @@ def access_middleware(tokens: TokenSet | None, listen_host: str,
             raise GpuHealthError(f"route {resource.canonical} has no access rule",
                                  reason="no_access_rule")
         if rule is not Rule.PUBLIC:
-            principal = BASIC_AUTH_PRINCIPAL if basic else authenticate(
-                request.headers.get("Authorization"), tokens, listen_host)
+            principal = BASIC_AUTH_PRINCIPAL if basic else await _throttled(
+                throttle, request, _bearer(request, tokens, listen_host))
             require_scope(principal, rule.value)
             request[PRINCIPAL] = principal
         return await handler(request)
 
     return middleware
+
+
+async def _bearer(request: web.Request, tokens: TokenSet | None,
+                  listen_host: str) -> Principal:
+    return authenticate(request.headers.get("Authorization"), tokens, listen_host)
+
+
+async def _throttled(throttle: FailureThrottle | None, request: web.Request,
+                     attempt: Awaitable[T]) -> T:
+    """Run an authentication, unless its client is throttled; a 401 counts against it."""
+    client = request.remote or "unknown"
+    if throttle is not None:
+        try:
+            throttle.check(client)
+        except ApiError:
+            _close(attempt)
+            raise
+    try:
+        return await attempt
+    except ApiError as exc:
+        if throttle is not None and exc.status == 401:
+            throttle.failed(client)
+        raise
+
+
+def _close(attempt: Awaitable[object]) -> None:
+    close = getattr(attempt, "close", None)  # a coroutine never awaited: no warning
+    if close is not None:
+        close()
 
 
 async def _basic_auth(guard: WebGuard | None, header: str | None) -> None:

@@ -1,0 +1,65 @@
+"""A per-client limit on failed authentications (issue 27: 1,000 wrong tokens were tried at
+1,476/s, nothing slowed them down).
+
+A client (its address as the server sees it) with ``limit`` failed authentications (401) within
+``window`` seconds is answered ``429`` with ``Retry-After`` for every route that needs a
+credential, until its oldest failure in the window is older than the window. Public routes
+(/healthz, /readyz, /metrics, /) are never throttled. Bounded: at most ``max_clients`` addresses
+are remembered (the least recently failed are forgotten first). Behind a reverse proxy every
+client shares the proxy's address, so the limit then applies to them together.
+Counted in ``gpu_health_evaluator_auth_throttled_total``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter
+
+from gpu_health.errors import ApiError
+
+LIMIT = 20
+WINDOW_S = 10.0
+MAX_CLIENTS = 10_000
+
+
+class FailureThrottle:
+    def __init__(self, registry: CollectorRegistry, *, limit: int = LIMIT,
+                 window_s: float = WINDOW_S, max_clients: int = MAX_CLIENTS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.max_clients = max_clients
+        self.clock = clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self.throttled = Counter("gpu_health_evaluator_auth_throttled", "Requests answered 429 "
+                                 "because their client failed to authenticate too often",
+                                 registry=registry)
+
+    def check(self, client: str) -> None:
+        """Raise ApiError(429) while ``client`` is over the limit."""
+        failures = self._failures.get(client)
+        if failures is None or len(failures) < self.limit:
+            return
+        wait = failures[0] + self.window_s - self.clock()
+        if wait <= 0:
+            failures.popleft()
+            return
+        self.throttled.inc()
+        raise ApiError(429, f"too many failed authentications from this client "
+                       f"({self.limit} within {self.window_s:g}s): retry later",
+                       retry_after=max(1, math.ceil(wait)))
+
+    def failed(self, client: str) -> None:
+        """Note one failed authentication of ``client``."""
+        now = self.clock()
+        failures = self._failures.pop(client, None) or deque(maxlen=self.limit)
+        while failures and failures[0] <= now - self.window_s:
+            failures.popleft()
+        failures.append(now)
+        self._failures[client] = failures  # most recent last
+        while len(self._failures) > self.max_clients:
+            self._failures.popitem(last=False)
