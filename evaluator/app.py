@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -55,6 +56,7 @@ class Loop:
     tick: LoopTick
     at_start: bool = False
     stuck_after: float | None = None
+    priority: bool = False  # ticks before the read API's turns (see ``priority``)
 
 
 class EvaluatorApp:
@@ -78,6 +80,9 @@ class EvaluatorApp:
         self._background: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = []
         self._ready_checks: list[tuple[str, Callable[[], str | None]]] = []
         self._facts: list[tuple[str, Callable[[], object]]] = []
+        # Held around every tick of a priority loop (ingest, worker): compose sets the API
+        # gate's, so no new API request starts at the store while such a tick runs.
+        self.priority: Callable[[], AbstractAsyncContextManager[None]] = nullcontext
         self._start_hooks: list[Hook] = []
         self._started_hooks: list[Hook] = []
         self._stop_hooks: list[Hook] = []
@@ -92,8 +97,8 @@ class EvaluatorApp:
     # -- what compose registers ---------------------------------------------------------------
 
     def add_loop(self, name: str, interval_s: float, tick: LoopTick, *, at_start: bool = False,
-                 stuck_after: float | None = None) -> None:
-        self._loops[name] = Loop(name, interval_s, tick, at_start, stuck_after)
+                 stuck_after: float | None = None, priority: bool = False) -> None:
+        self._loops[name] = Loop(name, interval_s, tick, at_start, stuck_after, priority)
 
     def add_background(self, name: str, factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._background.append((name, factory))
@@ -192,8 +197,10 @@ class EvaluatorApp:
 
     async def run_tick(self, name: str) -> None:
         """Run one tick of loop ``name`` under the loop's single catch-all."""
+        loop = self._loops[name]
         try:
-            await self._loops[name].tick()
+            async with self.priority() if loop.priority else nullcontext():
+                await loop.tick()
         except Exception as exc:  # the one catch-all of every loop tick
             reason = exc.reason if isinstance(exc, GpuHealthError) else "internal"
             log.error("%s loop tick failed (%s): %s", name, reason, exc,

@@ -162,6 +162,8 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     app.add_ready_check("store", lambda: None if app.started else "database not open yet")
     cluster = _cluster(config, app, db, member)
     lead = _leader_only(cluster)
+    gate = ApiGate(config.api_limits, app.registry)
+    app.priority = gate.priority  # ingest and worker ticks go before API requests
     readings = compose_readings(config, app, db, clock, (ruleset, *shadows), cluster)
     scan = ruleset.params.scan_interval.total_seconds()
     bootstrap = readings.bootstrap
@@ -170,14 +172,14 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         if bootstrap is None or not bootstrap.running:  # the history's replay comes first
             await db.run(worker.tick)
 
-    app.add_loop("worker", worker_interval or scan, lambda: lead(work))
+    app.add_loop("worker", worker_interval or scan, lambda: lead(work), priority=True)
     add_api_routes(app.web_app, ApiContext(
         db=lambda: db if app.started else None, clock=clock,
         current_rule_version=ruleset.version, tokens=tokens, listen_host=config.listen_host,
         registry=app.registry, retention_days=config.retention_days, ruleset=ruleset,
         action_policy=policy, shadows=shadows,
         basic_auth=guard is not None and guard.basic_auth,
-        gate=ApiGate(config.api_limits, app.registry)))
+        gate=gate))
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
                             registry=app.node_registry, policy=policy, shadows=shadows)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)

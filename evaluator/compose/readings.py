@@ -88,7 +88,7 @@ def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     app.on_stop(source.close)
     app.add_background("history", bootstrap.run)
     app.add_ready_check("source", source.not_ready)
-    app.add_loop("ingest", step, source.run_cycle,
+    app.add_loop("ingest", step, source.run_cycle, priority=True,
                  stuck_after=max(3 * step + c.timeout * 4, 300.0))
     add_node_routes(app.web_app, app, source_views(
         source, lambda principal: db.run(visible_nodes, db, principal.tenant_list or [])))
@@ -142,7 +142,7 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
         "target discovery has not produced a target list from every source yet"))
     app.add_ready_check("ingest", pipeline.not_ready)
     app.add_loop("discovery", TICK_SECONDS, discover, at_start=True)
-    app.add_loop("ingest", scrape.interval, pipeline.run_cycle,
+    app.add_loop("ingest", scrape.interval, pipeline.run_cycle, priority=True,
                  stuck_after=max(3 * scrape.interval + scrape.timeout, 300.0))
     add_node_routes(app.web_app, app, _node_views(db, discovery, pipeline, cluster))
     app.on_start(lambda: _log_ready(config, db, discovery), after_ticks=True)

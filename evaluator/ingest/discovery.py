@@ -162,8 +162,11 @@ class HttpSD:
         self._last_attempt = now
         try:
             text = await self._fetch()
-            self.groups = load_groups_text(text, self.config.url + " (.json)",
-                                           self.target_limit)
+            # Off the event loop, as file_sd's scan: tens of thousands of targets take a while
+            # to validate, and /healthz must not wait behind them.
+            self.groups = await asyncio.to_thread(load_groups_text, text,
+                                                  self.config.url + " (.json)",
+                                                  self.target_limit)
         except DiscoveryError as exc:
             return [exc]
         self.produced = True

@@ -32,6 +32,9 @@ class ApiGate:
         self.limits = limits
         self._free = asyncio.Semaphore(limits.max_concurrency)
         self._waiting = 0
+        self._held = 0  # priority ticks running now (ingest, worker)
+        self._open = asyncio.Event()
+        self._open.set()
         self.shed = Counter("gpu_health_evaluator_api_shed", "API requests answered 503 "
                             "because the API was busy or the store slow, by reason (queue_full, "
                             "wait_timeout, timeout)",
@@ -43,6 +46,21 @@ class ApiGate:
         self.queued.set_function(lambda: float(self._waiting))
 
     @asynccontextmanager
+    async def priority(self) -> AsyncIterator[None]:
+        """Held by an ingest cycle or a worker tick: no API request starts at the store
+        meanwhile (those waiting keep their place, bounded by ``queue_timeout``); one already
+        running finishes. Cycles are short and a minute apart, so the API waits seconds at
+        most while the collection keeps its interval under any number of clients."""
+        self._held += 1
+        self._open.clear()
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if self._held == 0:
+                self._open.set()
+
+    @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         """Wait for a turn at the store (bounded), or raise a 503 ApiError."""
         if self._free.locked() and self._waiting >= self.limits.max_queue:
@@ -52,6 +70,7 @@ class ApiGate:
         self._waiting += 1
         try:
             async with asyncio.timeout(self.limits.queue_timeout):
+                await self._open.wait()  # a priority tick first
                 await self._free.acquire()
         except TimeoutError:
             self.shed.labels("wait_timeout").inc()

@@ -92,3 +92,34 @@ async def test_store_work_longer_than_the_timeout_is_a_503_not_a_hang() -> None:
         pass
     assert registry.get_sample_value("gpu_health_evaluator_api_shed_total",
                                      {"reason": "timeout"}) == 1
+
+
+async def test_an_ingest_or_worker_tick_goes_before_api_requests() -> None:
+    """A priority loop's tick holds the gate: an API request waits for it (the collection
+    keeps its interval under any number of clients), then gets its turn."""
+    from evaluator.app import EvaluatorApp
+
+    gate = ApiGate(ApiLimits(max_concurrency=1, queue_timeout=5), CollectorRegistry())
+    app = EvaluatorApp(start_loops=False)
+    app.priority = gate.priority
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def ingest() -> None:
+        order.append("cycle starts")
+        await release.wait()
+        order.append("cycle ends")
+
+    async def api_request() -> None:
+        async with gate.turn():
+            order.append("api request")
+
+    app.add_loop("ingest", 60, ingest, priority=True)
+    tick = asyncio.create_task(app.run_tick("ingest"))
+    await asyncio.sleep(0)  # the cycle is running
+    request = asyncio.create_task(api_request())
+    await asyncio.sleep(0.05)
+    assert order == ["cycle starts"]  # the request waits for the cycle
+    release.set()
+    await asyncio.gather(tick, request)
+    assert order == ["cycle starts", "cycle ends", "api request"]
