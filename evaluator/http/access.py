@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from enum import StrEnum
 from typing import Final, TypeVar
 
@@ -81,8 +81,8 @@ def access_middleware(tokens: TokenSet | None, listen_host: str,
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         basic = guard is not None and guard.basic_auth
         if basic:  # --web.config.file's users: every route, as the exporter-toolkit does
-            await _throttled(throttle, request, _basic_auth(guard,
-                                                            request.headers.get("Authorization")))
+            await _throttled(throttle, request, lambda: _basic_auth(
+                guard, request.headers.get("Authorization")))
         resource = request.match_info.route.resource
         if resource is None:  # the router's own 404/405: nothing to protect
             return await handler(request)
@@ -92,7 +92,7 @@ def access_middleware(tokens: TokenSet | None, listen_host: str,
                                  reason="no_access_rule")
         if rule is not Rule.PUBLIC:
             principal = BASIC_AUTH_PRINCIPAL if basic else await _throttled(
-                throttle, request, _bearer(request, tokens, listen_host))
+                throttle, request, lambda: _bearer(request, tokens, listen_host))
             require_scope(principal, rule.value)
             request[PRINCIPAL] = principal
         return await handler(request)
@@ -106,27 +106,11 @@ async def _bearer(request: web.Request, tokens: TokenSet | None,
 
 
 async def _throttled(throttle: FailureThrottle | None, request: web.Request,
-                     attempt: Awaitable[T]) -> T:
-    """Run an authentication, unless its client is throttled; a 401 counts against it."""
-    client = request.remote or "unknown"
-    if throttle is not None:
-        try:
-            throttle.check(client)
-        except ApiError:
-            _close(attempt)
-            raise
-    try:
-        return await attempt
-    except ApiError as exc:
-        if throttle is not None and exc.status == 401:
-            throttle.failed(client)
-        raise
-
-
-def _close(attempt: Awaitable[object]) -> None:
-    close = getattr(attempt, "close", None)  # a coroutine never awaited: no warning
-    if close is not None:
-        close()
+                     auth: Callable[[], Awaitable[T]]) -> T:
+    """Run an authentication, unless its client is throttled (the throttle counts its 401s)."""
+    if throttle is None:
+        return await auth()
+    return await throttle.attempt(request.remote or "unknown", auth)
 
 
 async def _basic_auth(guard: WebGuard | None, header: str | None) -> None:

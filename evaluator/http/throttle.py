@@ -15,12 +15,14 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter
 
 from gpu_health.errors import ApiError
 
+T = TypeVar("T")
 LIMIT = 20
 WINDOW_S = 10.0
 MAX_CLIENTS = 10_000
@@ -52,6 +54,16 @@ class FailureThrottle:
         raise ApiError(429, f"too many failed authentications from this client "
                        f"({self.limit} within {self.window_s:g}s): retry later",
                        retry_after=max(1, math.ceil(wait)))
+
+    async def attempt(self, client: str, auth: Callable[[], Awaitable[T]]) -> T:
+        """Run ``auth`` unless ``client`` is throttled (429); count its 401 against it."""
+        self.check(client)
+        try:
+            return await auth()
+        except ApiError as exc:
+            if exc.status == 401:
+                self.failed(client)
+            raise
 
     def failed(self, client: str) -> None:
         """Note one failed authentication of ``client``."""
