@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from evaluator.alerts.metrics import AlertMetrics
 from evaluator.alerts.pusher import Pusher, PushReport
 from evaluator.outbound import ClientOptions, client_session
-from evaluator.rules.actions import Recommendation
+from evaluator.rules.actions import CardActions, Recommendation
 from evaluator.store.alerts import (
     SYSTEM_ACTOR,
     AlertView,
@@ -87,7 +87,6 @@ def with_actions(state: AlertState, actions: Mapping[tuple[str, int], Recommenda
     return replace(state, open=tuple(opened))
 
 
-CardActions = Callable[[], Mapping[tuple[str, int], Recommendation]]
 
 
 class AlertLoop:

@@ -34,12 +34,12 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from prometheus_client import PlatformCollector, ProcessCollector
 
-from evaluator.alerts.loop import AlertLoop, CardActions
+from evaluator.alerts.loop import AlertLoop
 from evaluator.app import EvaluatorApp
 from evaluator.backtest.bootstrap import HistoryBootstrap
 from evaluator.cluster.membership import Cluster, ClusterConfig
 from evaluator.compose.readings import readings as compose_readings
-from evaluator.compose.remediation import remediation_loop
+from evaluator.compose.remediation import Lead, remediation_loop
 from evaluator.config.file import Config
 from evaluator.config.rules import action_policy_file, load_action_policy, load_ruleset
 from evaluator.http.api.auth import TokenSet, load_tokens
@@ -52,7 +52,7 @@ from evaluator.ingest.discovery import Discovery
 from evaluator.ingest.pipeline import IngestPipeline
 from evaluator.ingest.prometheus.source import PrometheusSource
 from evaluator.ingest.retention import Retention
-from evaluator.rules.actions import ActionPolicy
+from evaluator.rules.actions import ActionPolicy, CardActions
 from evaluator.rules.ruleset import RuleSet
 from evaluator.stats.snapshot import DEFAULT_REFRESH_SECONDS, PredictionState
 from evaluator.store.backtest import refuse_backtest_file
@@ -234,9 +234,6 @@ def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
                      node_registry=app.node_registry, actions=actions)
     app.add_loop("alerts", loop.interval, lambda: lead(loop.tick))
     return loop
-
-
-Lead = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
 
 def open_store(config: Config, member: str) -> Database:

@@ -10,12 +10,14 @@ from typing import Any
 from evaluator.app import EvaluatorApp
 from evaluator.config.file import Config
 from evaluator.ingest.discovery import Discovery
-from evaluator.remediation.loop import CardActions, RemediationLoop, SlurmLabels
+from evaluator.remediation.loop import RemediationLoop, SlurmLabels
 from evaluator.remediation.slurm import Slurm
+from evaluator.rules.actions import CardActions
 from evaluator.store.db import Database
 from gpu_health.clock import Clock
 
 log = logging.getLogger(__name__)
+# A leader-only tick runner (compose._leader_only): every leader-only loop goes through it.
 Lead = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
 

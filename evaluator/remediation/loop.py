@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter
 from evaluator.config.remediation import SlurmRemediation
 from evaluator.remediation.policy import DRAIN, FINAL, RESUME, AlertRow, Step, decide
 from evaluator.remediation.slurm import Slurm
-from evaluator.rules.actions import Recommendation
+from evaluator.rules.actions import CardActions
 from evaluator.store.alerts import open_alerts
 from evaluator.store.db import Database
 from evaluator.store.remediation import Entry, last_results, record, resume_candidates
@@ -36,7 +36,6 @@ from gpu_health.errors import CollectError
 
 log = logging.getLogger(__name__)
 METRIC: Final = "gpu_health_evaluator_remediation"
-CardActions = Callable[[], Mapping[tuple[str, int], Recommendation]]
 SlurmLabels = Callable[[], Mapping[str, str]]  # node id -> its target's slurm_node label
 Rows = tuple[list[AlertRow], list[AlertRow], dict[tuple[str, str], str]]
 
@@ -47,7 +46,7 @@ def read_rows(db: Database, now: datetime, labels: Mapping[str, str]) -> Rows:
                        slurm_label=labels.get(a.node_id))
               for a in open_alerts(db, now)]
     resolved = [AlertRow(aid, node, (), None, closed_by, labels.get(node))
-                for aid, node, closed_by in resume_candidates(db)]
+                for aid, node, closed_by in resume_candidates(db, FINAL)]
     return opened, resolved, last_results(db, [a.alert_id for a in (*opened, *resolved)])
 
 

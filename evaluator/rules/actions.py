@@ -106,6 +106,11 @@ class Recommendation:
     policy: str
 
 
+# The latest recommendation per card slot (node, gpu index), as the /metrics snapshot computed
+# it: what the alert loop annotates and the remediation loop drains by.
+CardActions = Callable[[], Mapping[tuple[str, int], Recommendation]]
+
+
 def recommend(state: CardState, policy: ActionPolicy) -> Recommendation:
     """The first matching branch's action; ``none`` when the inputs are known and nothing
     matched; ``unknown`` when the card carries none of the policy's row-remap fields."""

@@ -9,7 +9,7 @@ of ours (the resume candidates).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -46,17 +46,16 @@ def last_results(db: Database, alert_ids: Sequence[str]) -> dict[tuple[str, str]
     return {(str(a), str(s)): str(r) for a, s, r in rows}
 
 
-def resume_candidates(db: Database) -> list[tuple[str, str, str]]:
+def resume_candidates(db: Database, final: Collection[str]) -> list[tuple[str, str, str]]:
     """(alert id, node, closed_by) of closed alerts whose node we drained (``done`` or
-    ``already_ours``) and whose resume is not final yet (the caller's policy knows which results
-    are final: every alert with a drain of ours and no ``done``/final resume row is listed)."""
+    ``already_ours``) and whose resume has no ``final`` result yet (the policy's vocabulary)."""
     rows = db.fetchall(
         "SELECT a.id, a.node_id, a.closed_by FROM gpu_health_alerts a "
         "WHERE a.closed_at IS NOT NULL AND EXISTS (SELECT 1 FROM gpu_health_remediations r "
         "  WHERE r.alert_id = a.id AND r.step = 'drain' AND r.result IN ('done', 'already_ours'))"
         " AND NOT EXISTS (SELECT 1 FROM gpu_health_remediations r WHERE r.alert_id = a.id "
-        "  AND r.step = 'resume' AND r.result IN ('done', 'dry_run', 'refused_foreign', 'kept', "
-        "  'not_drained')) ORDER BY a.closed_at, a.id", {})
+        "  AND r.step = 'resume' AND list_contains($final, r.result)) ORDER BY a.closed_at, a.id",
+        {"final": sorted(final)})
     return [(str(a), str(n), str(c)) for a, n, c in rows]
 
 
