@@ -4,12 +4,13 @@ against the served OpenAPI document."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -169,3 +170,11 @@ def build_dataset(db: Database) -> None:
                    resolved_at=NOW - day, outcome="no increase", rule_version="v0-old")
     add_prediction(db, "p-n3-voided", "n3", 0, NOW - 3 * day, status="voided", gpu_uuid=None)
     add_prediction(db, "p-sim", "sim-node", 0, NOW - 2 * day, source="simulated")
+
+
+def dataset_db(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Database]:
+    """A module fixture's body: a DuckDB store holding :func:`build_dataset`."""
+    database = Database(tmp_path_factory.mktemp(name) / "api.duckdb")
+    build_dataset(database)
+    yield database
+    database.close()

@@ -191,21 +191,25 @@ class _Broken(VendorSource):
         raise KeyError("a bug, not a tool failure")
 
 
-def test_a_bug_in_one_vendor_is_caught_counted_and_isolated(
-    tool_env: dict[str, str], clock: FakeClock, caplog: pytest.LogCaptureFixture
-) -> None:
-    runner = ToolRunner(timeout_s=10, max_output_bytes=1 << 20, env=tool_env)
-    sources = [_Broken("broken", runner), NvidiaSource(NVIDIA_SMI, runner)]
+def _ticks(sources: list[VendorSource], clock: FakeClock, ticks: int) -> Scrape:
+    """Run a collection loop over ``sources`` for ``ticks`` ticks; what /metrics then shows."""
     cache = ReadingCache(timedelta(seconds=180))
     registry = build_registry(cache, sources, clock)
     loop = CollectionLoop(sources, cache, clock, interval_s=60)
     try:
-        with caplog.at_level(logging.ERROR):
-            loop.tick()
+        for _ in range(ticks):
             loop.tick()
     finally:
         loop.stop()
-    metrics = scrape(registry)
+    return scrape(registry)
+
+
+def test_a_bug_in_one_vendor_is_caught_counted_and_isolated(
+    tool_env: dict[str, str], clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    runner = ToolRunner(timeout_s=10, max_output_bytes=1 << 20, env=tool_env)
+    with caplog.at_level(logging.ERROR):
+        metrics = _ticks([_Broken("broken", runner), NvidiaSource(NVIDIA_SMI, runner)], clock, 2)
     assert errors(metrics, "internal", vendor="broken") == 2
     assert metrics.get("gpu_health_exporter_collect_success", vendor="broken") == 0
     assert_h100_values(metrics)
@@ -229,16 +233,8 @@ def test_one_uuid_at_two_indexes_is_exported_logged_and_counted(
     tool_env: dict[str, str], clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     runner = ToolRunner(timeout_s=10, max_output_bytes=1 << 20, env=tool_env)
-    sources: list[VendorSource] = [_TwinSlots("twins", runner)]
-    cache = ReadingCache(timedelta(seconds=180))
-    registry = build_registry(cache, sources, clock)
-    loop = CollectionLoop(sources, cache, clock, interval_s=60)
-    try:
-        with caplog.at_level(logging.WARNING):
-            loop.tick()
-    finally:
-        loop.stop()
-    metrics = scrape(registry)
+    with caplog.at_level(logging.WARNING):
+        metrics = _ticks([_TwinSlots("twins", runner)], clock, 1)
     for gpu in ("0", "3"):  # which slot is right cannot be told: both stay visible
         assert metrics.get("gpu_health_gpu_info", gpu=gpu, uuid="GPU-same", vendor="twins",
                            model="X") == 1

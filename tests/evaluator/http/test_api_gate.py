@@ -16,17 +16,14 @@ from evaluator.config.file import parse_config
 from evaluator.http.api.gate import ApiGate
 from evaluator.store import Database
 from gpu_health.errors import ApiError, ConfigError
-from tests.evaluator.api_support import build_dataset, make_ctx, serve
+from tests.evaluator.api_support import dataset_db, make_ctx, serve
 
 PATH = "/api/v1/gpu-health/capabilities"
 
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    database = Database(tmp_path_factory.mktemp("gate") / "api.duckdb")
-    build_dataset(database)
-    yield database
-    database.close()
+    yield from dataset_db(tmp_path_factory, "gate")
 
 
 async def test_a_busy_api_answers_503_with_retry_after_and_serves_again_when_free(

@@ -16,7 +16,7 @@ from evaluator.http.api.routes import add_api_routes
 from evaluator.http.errors import RequestMetrics
 from evaluator.http.throttle import FailureThrottle
 from evaluator.store import Database
-from tests.evaluator.api_support import auth, build_dataset, make_ctx, token_set
+from tests.evaluator.api_support import auth, dataset_db, make_ctx, token_set
 
 PATH = "/api/v1/gpu-health/capabilities"
 
@@ -31,10 +31,7 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    database = Database(tmp_path_factory.mktemp("throttle") / "api.duckdb")
-    build_dataset(database)
-    yield database
-    database.close()
+    yield from dataset_db(tmp_path_factory, "throttle")
 
 
 async def test_a_client_guessing_tokens_is_slowed_down_then_let_back(
