@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean ui-screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ lint: install
 
 test: lint $(BIN)/helm
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
+
+# docs/ui.md's screenshots, written by the browser tests themselves (tests/evaluator/http/ui).
+ui-screenshots: install
+	GPU_HEALTH_UI_ARTIFACTS=$(abspath docs/ui) $(BIN)/python -m pytest -q tests/evaluator/http/ui
 
 bench: install
 	$(BIN)/python bench/ingest.py --quick

@@ -57,8 +57,9 @@ def _generate(db: Database, cards: int, days: int) -> int:
         day_start = to_naive_utc(start + timedelta(days=day))
         db.execute(_DAY, {"start": day_start, "cards": cards, "day": day})
     db.execute(
-        "INSERT INTO gpu_health_nodes SELECT DISTINCT node_id, 'tenant-' || (hash(node_id) % 8), "
-        "node_id || ':9835', $now FROM gpu_health_samples", {"now": to_naive_utc(NOW)})
+        "INSERT INTO gpu_health_nodes (node_id, tenant, target, last_seen) "
+        "SELECT DISTINCT node_id, 'tenant-' || (hash(node_id) % 8), node_id || ':9835', $now "
+        "FROM gpu_health_samples", {"now": to_naive_utc(NOW)})
     db.execute(
         "INSERT INTO gpu_health_predictions SELECT 'p' || i, 'node-' || lpad((i % 512)::VARCHAR,"
         " 4, '0'), i % 8, 'GPU-' || i, 'real', 'v1-ecc-growth', 7, $now - to_hours(i), "

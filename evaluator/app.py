@@ -39,6 +39,7 @@ from evaluator.http.errors import RequestMetrics
 from evaluator.http.index import add_index_route
 from evaluator.http.ops import add_ops_routes
 from evaluator.http.throttle import FailureThrottle
+from evaluator.http.ui import add_ui_routes
 from evaluator.selfmetrics import SelfMetrics
 from gpu_health.errors import GpuHealthError
 from gpu_health.webguard import WebGuard
@@ -92,6 +93,7 @@ class EvaluatorApp:
                                        throttle=FailureThrottle(self.registry))
         add_ops_routes(self.web_app, self)
         add_index_route(self.web_app)
+        add_ui_routes(self.web_app)
         self.web_app.cleanup_ctx.append(self._lifecycle)
 
     # -- what compose registers ---------------------------------------------------------------

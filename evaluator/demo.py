@@ -217,7 +217,9 @@ gpu-health demo is running (Ctrl-C stops it).
 
   exporter   {exporter}/metrics
              collecting from {source}; live node "{node}"
-  evaluator  {ev}/             what is served here, with links
+  page       {ev}/             the GPU health page: statistics, predictions, ECC rate,
+             {pad}              capabilities (switch it to "simulated" for the seeded nodes)
+  evaluator  {ev}/endpoints    what is served here, with links
              {ev}/metrics      self-metrics + the REAL prediction state (what Grafana
              {pad}              reads): the simulated cards are kept out of it, so it shows
              {pad}              no open prediction for them

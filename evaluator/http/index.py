@@ -1,10 +1,11 @@
-"""``GET /``: a short HTML page that says what this is and links every endpoint.
+"""``GET /endpoints``: a short HTML page that says what this is and links every endpoint.
 
-First contact with the evaluator used to be a bare 404. The page lists the routes read from
-the router itself (so a new endpoint appears without anyone editing a list), each with its
-access rule, linking those that take no path parameter; and names the documents that explain
-them. It shows no node data (public, like ``/healthz``), escapes everything it prints, and
-allows no script, style or frame (``Content-Security-Policy: default-src 'none'``).
+``GET /`` is the GPU health page (:mod:`evaluator.http.ui`), which links here. This page lists
+the routes read from the router itself (so a new endpoint appears without anyone editing a
+list), each with its access rule, linking those that take no path parameter; and names the
+documents that explain them. It shows no node data (public, like ``/healthz``), escapes
+everything it prints, and allows no script, style or frame
+(``Content-Security-Policy: default-src 'none'``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ DOCS: Final = (
     ("docs/alerting.md", "GPU_FAULT_PREDICTED and the Prometheus alerting rules"),
     ("docs/dashboards.md", "the Grafana dashboards"),
 )
+PATH: Final = "/endpoints"
 HEADERS: Final = {"Content-Security-Policy": "default-src 'none'",
                   "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
 
@@ -56,7 +58,8 @@ def _row(path: str, rule: Rule | None, required: list[str]) -> str:
 
 def page(app: web.Application) -> str:
     rules = app[RULES]
-    paths = sorted({path for method, path in routes(app) if method == "GET" and path != "/"})
+    paths = sorted({path for method, path in routes(app)
+                    if method == "GET" and path != PATH and not path.startswith("/ui/")})
     required = required_parameters()
     items = "\n".join(_row(p, rules.get(p), required.get(p, [])) for p in paths)
     docs = "\n".join(f"<li><code>{html.escape(d)}</code>: {html.escape(what)}</li>"
@@ -86,5 +89,5 @@ def add_index_route(app: web.Application) -> None:
         return web.Response(text=page(request.app), content_type="text/html",
                             headers=HEADERS)
 
-    app.router.add_get("/", index)
-    allow(app, "/", Rule.PUBLIC)
+    app.router.add_get(PATH, index)
+    allow(app, PATH, Rule.PUBLIC)

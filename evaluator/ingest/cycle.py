@@ -146,18 +146,22 @@ class Ingestor:
         return readings
 
     def _nodes_due(self, results: Sequence[ScrapeResult]) -> list[NodeRecord]:
-        """Node records to (re)write: new, changed, or last_seen a keepalive period old."""
+        """Node records to (re)write: new, changed (tenant, target, listed-card count), or
+        last_seen a keepalive period old."""
         due: dict[str, NodeRecord] = {}
         for result in results:
             if not result.ok:
                 continue
             t = result.target
             known = self._nodes.get(t.node_id)
+            listed = len(result.extraction.cards)  # all-unknown cards too: the UI's count
             if (
                 known is None or known.tenant != t.tenant or known.target != t.url
+                or known.listed_cards != listed
                 or result.scraped_at - known.last_seen >= self.keepalive
             ):
-                due[t.node_id] = NodeRecord(t.node_id, t.tenant, t.url, result.scraped_at)
+                due[t.node_id] = NodeRecord(t.node_id, t.tenant, t.url, result.scraped_at,
+                                            listed, self.source)
         return list(due.values())
 
     def evict_idle(self, now: datetime) -> int:

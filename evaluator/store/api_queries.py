@@ -201,6 +201,32 @@ def capabilities(
     return tuple(result)
 
 
+@dataclass(frozen=True, slots=True)
+class ListedCards:
+    """How many cards a node's last scrape listed (``gpu_health_nodes``), and when."""
+
+    node_id: str
+    listed_cards: int
+    seen_at: datetime
+
+
+def listed_cards(
+    db: Database, *, source: str, node_id: str | None = None,
+    tenants: Sequence[str] | None = None,
+) -> tuple[ListedCards, ...]:
+    """The listed-card count of every visible node last scraped for ``source`` (one node with
+    ``node_id``)."""
+    params: dict[str, Any] = {"source": source}
+    conditions = ["listed_source = $source", "listed_cards IS NOT NULL"]
+    if node_id is not None:
+        conditions.append("node_id = $node_id")
+        params["node_id"] = node_id
+    rows = db.fetchall(
+        "SELECT node_id, listed_cards, last_seen FROM gpu_health_nodes "
+        f"WHERE {_where(conditions, tenants, params)} ORDER BY node_id", params)
+    return tuple(ListedCards(str(n), int(c), from_naive_utc(t)) for n, c, t in rows)
+
+
 # -- samples of one card ------------------------------------------------------------------------
 
 

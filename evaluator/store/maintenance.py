@@ -28,12 +28,15 @@ from gpu_health.errors import StoreError
 
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
-    """A row of ``gpu_health_nodes``: who the node is, who owns it, where it is scraped."""
+    """A row of ``gpu_health_nodes``: who the node is, who owns it, where it is scraped, and how
+    many cards its last scrape listed (all of them, all-unknown ones included) for which source."""
 
     node_id: str
     tenant: str | None
     target: str | None
     last_seen: datetime
+    listed_cards: int | None = None
+    listed_source: str | None = None
 
 
 def upsert_nodes(db: Database, nodes: Sequence[NodeRecord]) -> int:
@@ -42,17 +45,21 @@ def upsert_nodes(db: Database, nodes: Sequence[NodeRecord]) -> int:
         return 0
     db.execute(
         """
-        INSERT INTO gpu_health_nodes (node_id, tenant, target, last_seen)
+        INSERT INTO gpu_health_nodes (node_id, tenant, target, last_seen, listed_cards,
+                                      listed_source)
         SELECT unnest($1::VARCHAR[]), unnest($2::VARCHAR[]), unnest($3::VARCHAR[]),
-               unnest($4::TIMESTAMP[])
+               unnest($4::TIMESTAMP[]), unnest($5::INTEGER[]), unnest($6::VARCHAR[])
         ON CONFLICT (node_id) DO UPDATE SET
-            tenant = excluded.tenant, target = excluded.target, last_seen = excluded.last_seen
+            tenant = excluded.tenant, target = excluded.target, last_seen = excluded.last_seen,
+            listed_cards = excluded.listed_cards, listed_source = excluded.listed_source
         """,
         [
             [n.node_id for n in nodes],
             [n.tenant for n in nodes],
             [n.target for n in nodes],
             [to_naive_utc(n.last_seen) for n in nodes],
+            [n.listed_cards for n in nodes],
+            [n.listed_source for n in nodes],
         ],
     )
     return len(nodes)
@@ -109,7 +116,8 @@ async def delete_samples_before_async(db: Database, cutoff: datetime,
 
 
 def purge_simulated(db: Database) -> int:
-    """Delete every ``source='simulated'`` sample, XID sample and prediction; real rows are never
+    """Delete every ``source='simulated'`` sample, XID sample and prediction (and forget
+    simulated listed-card counts); real rows are never
     touched. Returns the number of (non-XID) sample rows deleted."""
     with db.transaction():
         samples = db.modify(
@@ -117,6 +125,8 @@ def purge_simulated(db: Database) -> int:
         )
         db.execute(f"DELETE FROM {XID_TABLE} WHERE source = ?", [SOURCE_SIMULATED])
         db.execute("DELETE FROM gpu_health_predictions WHERE source = ?", [SOURCE_SIMULATED])
+        db.execute("UPDATE gpu_health_nodes SET listed_cards = NULL, listed_source = NULL "
+                   "WHERE listed_source = ?", [SOURCE_SIMULATED])
         rollups.after_purge(db, SOURCE_SIMULATED)
     return samples
 

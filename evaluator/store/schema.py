@@ -297,4 +297,14 @@ CREATE TABLE gpu_health_history_imports (
 )""",
         ),
     ),
+    (
+        12,
+        "how many cards each node lists, and from which source: the UI's unsampled-cards row",
+        (
+            # An all-unknown card writes no sample: without this, 8 cards with 6 sampled look like 6
+            "ALTER TABLE gpu_health_nodes ADD COLUMN listed_cards INTEGER",
+            "ALTER TABLE gpu_health_nodes ADD COLUMN listed_source VARCHAR",
+            Only("postgresql", _bytewise("gpu_health_nodes")),  # as migration 5 did
+        ),
+    ),
 )

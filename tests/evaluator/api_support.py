@@ -60,7 +60,8 @@ def token_set(tmp_path: Path) -> TokenSet:
 
 
 def add_node(db: Database, node_id: str, tenant: str | None) -> None:
-    db.execute("INSERT INTO gpu_health_nodes VALUES (?, ?, ?, ?)",
+    db.execute("INSERT INTO gpu_health_nodes (node_id, tenant, target, last_seen) "
+               "VALUES (?, ?, ?, ?)",
                [node_id, tenant, f"{node_id}:9835", to_naive_utc(NOW)])
 
 

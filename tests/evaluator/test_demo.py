@@ -36,7 +36,7 @@ def test_bounded_demo_runs_the_chain_and_stops_cleanly(tmp_path: Path) -> None:
     out = result.stdout
     assert "gpu-health demo is running" in out and "stopping the demo" in out
     exporter = re.search(r"exporter   (http://127\.0\.0\.1:\d+)/metrics", out)
-    evaluator = re.search(r"evaluator  (http://127\.0\.0\.1:\d+)/ ", out)
+    evaluator = re.search(r"page       (http://127\.0\.0\.1:\d+)/ ", out)  # GET /
     assert exporter and evaluator, out
     assert "predictions?source=simulated" in out and "awaiting calibration" in out
     for url in (exporter.group(1), evaluator.group(1)):  # both are gone after the run

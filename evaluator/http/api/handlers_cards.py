@@ -60,16 +60,18 @@ async def capabilities(ctx: ApiContext, principal: Principal, query: Query) -> d
 
     db = ctx.database()
 
-    def work() -> tuple[tuple[q.CardCapability, ...], dict[Any, CardState]]:
+    def work() -> tuple[tuple[q.CardCapability, ...], dict[Any, CardState],
+                        tuple[q.ListedCards, ...]]:
         if node_id is not None and not q.node_visible(db, node_id, tenants):
             raise node_not_found()
         cards = q.capabilities(db, source=source, now=now, node_id=node_id, tenants=tenants)
         states = {} if ctx.action_policy is None or not cards else card_states(
             db, now=now, source=source, nodes=sorted({c.node_id for c in cards}),
             xid_window=timedelta(hours=ctx.action_policy.xid_window_hours))
-        return cards, {(n, i): s for (n, i, _), s in states.items()}
+        listed = q.listed_cards(db, source=source, node_id=node_id, tenants=tenants)
+        return cards, {(n, i): s for (n, i, _), s in states.items()}, listed
 
-    cards, states = await db.run(work)
+    cards, states, listed = await db.run(work)
     items = [
         {
             "node_id": c.node_id,
@@ -91,7 +93,30 @@ async def capabilities(ctx: ApiContext, principal: Principal, query: Query) -> d
         for c in cards
     ]
     return {"source": source, "generated_at": rfc3339(now), "stall_minutes": ctx.stall_minutes,
-            "items": items, "note": CAPABILITIES_NOTE}
+            "items": items, "nodes": _nodes(cards, listed), "note": CAPABILITIES_NOTE}
+
+
+def _nodes(cards: tuple[q.CardCapability, ...],
+           listed: tuple[q.ListedCards, ...]) -> list[dict[str, Any]]:
+    """Per node: cards listed by its last scrape beside cards with samples. A card whose counters
+    are all unknown writes no sample, so ``unsampled_cards`` is the only trace of it: a count,
+    never a guess at which indexes. Unknown (null) when no scrape of this source listed the node
+    (simulated history, data from before the count was stored)."""
+    sampled: dict[str, int] = {}
+    for c in cards:
+        sampled[c.node_id] = sampled.get(c.node_id, 0) + 1
+    counts = {n.node_id: n for n in listed}
+    rows = []
+    for node in sorted(sampled.keys() | counts.keys()):
+        seen = counts.get(node)
+        have = sampled.get(node, 0)
+        rows.append({
+            "node_id": node, "cards_with_samples": have,
+            "listed_cards": None if seen is None else seen.listed_cards,
+            "unsampled_cards": None if seen is None else max(seen.listed_cards - have, 0),
+            "listed_at": None if seen is None else rfc3339(seen.seen_at),
+        })
+    return rows
 
 
 def _card(query: Query) -> CardKey:

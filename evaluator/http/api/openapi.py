@@ -9,45 +9,32 @@ is refused. Schemas are JSON Schema 2020-12 (OpenAPI 3.1), so nullable is ``[T, 
 from __future__ import annotations
 
 import copy
-from typing import Any, Final
+from typing import Final
 
 from evaluator.http.api.alerts import ALERT_PATHS, ALERT_SCHEMAS
 from evaluator.http.api.params import PARAMETERS
+from evaluator.http.api.schema_parts import (
+    CARD,
+    COUNTERS_NULL,
+    INT,
+    INT_NULL,
+    NODE_CARDS,
+    SOURCE,
+    STR,
+    STR_NULL,
+    TS,
+    TS_NULL,
+    Schema,
+    nullable,
+    obj,
+    ref,
+)
 from gpu_health import __version__
-from gpu_health.contract import COUNTER_KEYS, SOURCES
 
-Schema = dict[str, Any]
 PREFIX: Final = "/api/v1/gpu-health"
 
 
-def _ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _obj(props: dict[str, Schema], *, optional: tuple[str, ...] = ()) -> Schema:
-    required = [k for k in props if k not in optional]
-    return {"type": "object", "required": required, "properties": props,
-            "additionalProperties": False}
-
-
-def _nullable(type_: str, **extra: Any) -> Schema:
-    return {"type": [type_, "null"], **extra}
-
-
-TS: Final[Schema] = {"type": "string", "format": "date-time"}
-TS_NULL: Final[Schema] = {"type": ["string", "null"], "format": "date-time"}
-INT: Final[Schema] = {"type": "integer"}
-INT_NULL: Final[Schema] = _nullable("integer")
-STR: Final[Schema] = {"type": "string"}
-STR_NULL: Final[Schema] = _nullable("string")
-SOURCE: Final[Schema] = {"type": "string", "enum": list(SOURCES)}
-COUNTERS_NULL: Final[dict[str, Schema]] = {
-    k: _nullable("integer", description="null: unknown (not collected), never 0")
-    for k in COUNTER_KEYS
-}
-
-
-_PREDICTION: Final = _obj({
+_PREDICTION: Final = obj({
     "id": STR, "node_id": STR, "gpu_index": INT, "gpu_uuid": STR_NULL, "source": SOURCE,
     "rule_version": {**STR, "description": "Frozen when the prediction was stored."},
     "window_days": {**INT, "description": "Frozen hit window: (t0, t0 + window_days]."},
@@ -60,22 +47,22 @@ _PREDICTION: Final = _obj({
     "shadow": {"type": "boolean", "description": "Made by a shadow version (rules.shadow): "
                                                  "never alerted, not in the default statistics."},
 })
-_NUMBER_NULL: Final = _nullable(
+_NUMBER_NULL: Final = nullable(
     "number", description="null when the sample is insufficient (never 0 for 'no data')")
 _CI95: Final = {
     "type": ["array", "null"], "items": {"type": "number", "minimum": 0, "maximum": 1},
     "minItems": 2, "maxItems": 2,
     "description": "[low, high]: the 95% Wilson score interval of the ratio beside it, from "
                    "the counts shown; null whenever the ratio is null."}
-_CLASS_STATS: Final = _obj({
-    "predictions": _obj(dict.fromkeys(("pending", "hit", "miss", "voided"), INT)),
+_CLASS_STATS: Final = obj({
+    "predictions": obj(dict.fromkeys(("pending", "hit", "miss", "voided"), INT)),
     "matured": INT, "precision": _NUMBER_NULL, "recall": _NUMBER_NULL, "f1": _NUMBER_NULL,
     "precision_ci95": _CI95, "recall_ci95": _CI95,
     "faulty_cards": INT, "predicted_faulty_cards": INT, "missed_cards": INT,
-    "missed": {"type": "array", "items": _ref("MissedCard")},
+    "missed": {"type": "array", "items": ref("MissedCard")},
     "sufficient": {"type": "boolean"}, "note": STR,
 })
-_STATS_WINDOW: Final = _obj({
+_STATS_WINDOW: Final = obj({
     "window_days": {"type": "integer", "enum": [7, 30],
                     "description": "Predictions whose frozen window is this many days."},
     "rule_versions": {"type": "array", "items": STR,
@@ -86,104 +73,84 @@ _STATS_WINDOW: Final = _obj({
                                     "(the active rule set's): ecc_uncorrected, plus xid:<code> "
                                     "per memory XID it counts. Precision uses each "
                                     "prediction's frozen outcome."},
-    "predictions": _obj(dict.fromkeys(("pending", "hit", "miss", "voided"), INT)),
+    "predictions": obj(dict.fromkeys(("pending", "hit", "miss", "voided"), INT)),
     "matured": {**INT, "description": "hit + miss (pending and voided excluded)."},
     "precision": _NUMBER_NULL, "recall": _NUMBER_NULL, "f1": _NUMBER_NULL,
     "precision_ci95": _CI95, "recall_ci95": _CI95,
     "monitorable_cards": INT, "faulty_cards": INT, "predicted_faulty_cards": INT,
     "missed_cards": INT,
-    "missed": {"type": "array", "items": _ref("MissedCard")},
+    "missed": {"type": "array", "items": ref("MissedCard")},
     "exposure_card_days": {"type": "number"},
-    "observed_days": _nullable("number", description="null: unknown (no samples)"),
+    "observed_days": nullable("number", description="null: unknown (no samples)"),
     "required_days": INT, "required_matured": INT, "sufficient": {"type": "boolean"},
     "note": {**STR, "description": "observed X days (gate Y), N matured (gate M), and why "
                                    "ratios are null when they are."},
-    "by_class": {**_obj({"first_fault": _CLASS_STATS, "repeat": _CLASS_STATS}),
+    "by_class": {**obj({"first_fault": _CLASS_STATS, "repeat": _CLASS_STATS}),
                  "description": "first_fault: made on a card with no fault observed at or "
                                 "before t0; repeat: on a card that had already failed. The "
                                 "same gates apply per class; first-fault recall counts cards "
                                 "whose first fault fell inside such a prediction's window."},
 })
-_CARD: Final = _obj({
-    "node_id": STR, "gpu_index": INT, "gpu_uuid": STR_NULL,
-    "metrics": _obj({k: {"type": "string", "enum": ["collectable", "unknown"]}
-                     for k in COUNTER_KEYS}),
-    "first_sample_at": TS, "last_sample_at": TS, "sample_count": INT,
-    "collection_stalled": {"type": "boolean",
-                           "description": "No sample (keepalive rows included) for more than "
-                                          "stall_minutes."},
-    "growth_prediction_possible": {"type": "boolean",
-                                   "description": "The corrected ECC counter is collectable."},
-    "xid_collectable": {"type": "boolean",
-                        "description": "Kernel-log XID counts (gpu_health_xid_errors_total) "
-                                       "were stored for this card: memory XIDs can count as "
-                                       "fault events (rule sets with fault_xids). false: none "
-                                       "stored yet (unknown, not 'no XID')."},
-    "action": {**_obj({"action": {"type": "string", "enum": [
-        "replace_candidate", "reboot_node", "reset_gpu", "restart_workload", "none",
-        "unknown"]},
-        "reason": STR, "policy": STR_NULL}),
-        "description": "Recommended by the policy version named (docs/actions.md), not a "
-                       "diagnosis; unknown when the policy cannot judge the card."},
-})
-_INCREASE: Final = _obj({
-    "increase": _nullable("integer", minimum=0),
+_INCREASE: Final = obj({
+    "increase": nullable("integer", minimum=0),
     "reason": {"type": ["string", "null"],
                "enum": ["stale_or_missing", "uuid_changed", "unknown_value",
                         "counter_decreased", None]},
 })
-_COVERAGE: Final = _obj({"computable_hours": INT, "total_hours": INT,
-                         "sum_increase": _nullable("integer", minimum=0)})
+_COVERAGE: Final = obj({"computable_hours": INT, "total_hours": INT,
+                         "sum_increase": nullable("integer", minimum=0)})
 _RATE_KEYS: Final = ("ecc_corrected_total", "ecc_uncorrected_total")
 
 SCHEMAS: Final[dict[str, Schema]] = {
-    "Error": _obj({"error": STR, "param": {
+    "Error": obj({"error": STR, "param": {
         **STR_NULL, "description": "The query parameter at fault, when one is."}}),
     "Prediction": _PREDICTION,
-    "PredictionList": _obj({
-        "items": {"type": "array", "items": _ref("Prediction")},
+    "PredictionList": obj({
+        "items": {"type": "array", "items": ref("Prediction")},
         "total": INT, "limit": INT, "offset": INT,
         "current_rule_version": {**STR, "description": "Compare with each item's frozen "
                                                        "rule_version."},
         "source": SOURCE, "since": TS_NULL, "until": TS,
     }),
-    "MissedCard": _obj({"node_id": STR, "gpu_index": INT, "gpu_uuid": STR_NULL,
+    "MissedCard": obj({"node_id": STR, "gpu_index": INT, "gpu_uuid": STR_NULL,
                         "first_fault_at": TS}),
     "StatsWindow": _STATS_WINDOW,
-    "PredictionStats": _obj({
+    "PredictionStats": obj({
         "source": SOURCE, "since": TS, "until": TS, "generated_at": TS,
         "disclaimer": {**STR, "description": "Show verbatim."},
-        "windows": {"type": "array", "items": _ref("StatsWindow"), "minItems": 2,
+        "windows": {"type": "array", "items": ref("StatsWindow"), "minItems": 2,
                     "maxItems": 2},
     }),
-    "CardCapability": _CARD,
-    "Capabilities": _obj({
+    "CardCapability": CARD,
+    "Capabilities": obj({
         "source": SOURCE, "generated_at": TS, "stall_minutes": INT,
-        "items": {"type": "array", "items": _ref("CardCapability")}, "note": STR,
+        "items": {"type": "array", "items": ref("CardCapability")},
+        "nodes": {"type": "array", "items": ref("NodeCards")}, "note": STR,
     }),
-    "Sample": _obj({
+    "NodeCards": NODE_CARDS,
+    "Sample": obj({
         "sampled_at": TS, "gpu_uuid": STR_NULL, **COUNTERS_NULL,
         "future": {"type": "boolean", "description": "sampled_at is later than the server's "
                                                      "now (skewed agent clock)."},
     }),
-    "Samples": _obj({
+    "Samples": obj({
         "node_id": STR, "gpu_index": INT, "source": SOURCE, "since": TS, "until": TS,
         "limit": INT, "count": INT,
         "truncated": {"type": "boolean", "description": "More samples matched; only the newest "
                                                         "`limit` are returned (oldest first)."},
-        "items": {"type": "array", "items": _ref("Sample")},
+        "items": {"type": "array", "items": ref("Sample")},
     }),
     "EccIncrease": _INCREASE,
-    "EccHour": _obj({"start": TS, "end": TS, **{k: _ref("EccIncrease") for k in _RATE_KEYS}}),
+    "EccHour": obj({"start": TS, "end": TS, **{k: ref("EccIncrease") for k in _RATE_KEYS}}),
     "EccCoverage": _COVERAGE,
-    "EccRate": _obj({
+    "EccRate": obj({
         "node_id": STR, "gpu_index": INT, "source": SOURCE,
         "since": {**TS, "description": "since, rounded down to the hour."},
         "until": {**TS, "description": "until, rounded down to the hour (the running hour is "
                                        "not complete and is left out)."},
         "stall_minutes": INT,
-        "hours": {"type": "array", "items": _ref("EccHour")},
-        "coverage": _obj({k: _ref("EccCoverage") for k in _RATE_KEYS}),
+        "hours": {"type": "array", "items": ref("EccHour")},
+        "coverage": obj({k: ref("EccCoverage") for k in _RATE_KEYS}),
         "note": STR,
     }),
 }
@@ -191,7 +158,7 @@ SCHEMAS: Final[dict[str, Schema]] = {
 
 def _error(description: str) -> Schema:
     return {"description": description,
-            "content": {"application/json": {"schema": _ref("Error")}}}
+            "content": {"application/json": {"schema": ref("Error")}}}
 
 
 RESPONSES: Final[dict[str, Schema]] = {
@@ -209,7 +176,7 @@ RESPONSES: Final[dict[str, Schema]] = {
 def _operation(summary: str, description: str, params: list[str], schema: str, *,
                node: bool) -> Schema:
     responses: dict[str, Schema] = {
-        "200": {"description": "OK", "content": {"application/json": {"schema": _ref(schema)}}},
+        "200": {"description": "OK", "content": {"application/json": {"schema": ref(schema)}}},
         "400": {"$ref": "#/components/responses/BadRequest"},
         "401": {"$ref": "#/components/responses/Unauthorized"},
         "403": {"$ref": "#/components/responses/Forbidden"},

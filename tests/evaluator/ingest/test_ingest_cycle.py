@@ -262,3 +262,20 @@ async def test_restarted_evaluator_finds_old_xid_rows_in_one_select(rig: Rig) ->
     assert report.decisions["xid_unchanged"] == 2 * GPUS * len(XIDS)
     assert report.xid_rows_written == 0 and report.decisions["first"] == 2 * GPUS
     assert rig.db.statements - before == 2 + 4  # SELECTs, then BEGIN, samples, nodes, COMMIT
+
+
+async def test_listed_cards_count_all_unknown_cards_and_are_written_on_change(rig: Rig) -> None:
+    pipeline = rig.pipeline()
+    await pipeline.run_cycle()
+    # n1 now lists its 8 cards plus 2 whose counters are all unknown (no sample row for them)
+    rig.server.bodies["n1"] = render([Card(i, f"GPU-n1-{i}", a100(10)) for i in range(GPUS)]
+                                     + [Card(GPUS + i, f"GPU-x-{i}", Counters()) for i in range(2)])
+    rig.clock.advance(seconds=60)
+    await pipeline.run_cycle()
+    listed = rig.db.fetchall("SELECT node_id, listed_source, listed_cards FROM gpu_health_nodes "
+                             "ORDER BY 1")
+    assert listed == [("n1", "real", GPUS + 2), ("n2", "real", GPUS)]
+    rig.clock.advance(seconds=60)
+    before = rig.db.statements
+    await pipeline.run_cycle()  # nothing changed: still zero statements
+    assert rig.db.statements == before

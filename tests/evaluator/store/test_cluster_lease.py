@@ -71,7 +71,7 @@ def test_a_fenced_transaction_of_a_deposed_leader_writes_nothing(
     reset = FENCE.set(lambda db: check_fence(db, "a", 1))
     try:
         with pytest.raises(StoreError) as refused:  # a lone statement gets its own transaction
-            a.execute("INSERT INTO gpu_health_nodes VALUES ('n', NULL, NULL, now())")
+            a.execute("INSERT INTO gpu_health_nodes (node_id, last_seen) VALUES ('n', now())")
         assert refused.value.reason == "fenced"
     finally:
         FENCE.reset(reset)
@@ -93,7 +93,7 @@ def test_a_takeover_waits_for_the_leaders_running_transaction(
             thread.start()
             contextvars.Context().run(_wait_for_a_lock_wait, b)  # unfenced: an observer
             assert took == []  # the candidate waits behind this transaction
-            a.execute("INSERT INTO gpu_health_nodes VALUES ('n', NULL, NULL, now())")
+            a.execute("INSERT INTO gpu_health_nodes (node_id, last_seen) VALUES ('n', now())")
     finally:
         FENCE.reset(reset)
     thread.join(10)

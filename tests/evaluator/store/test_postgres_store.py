@@ -115,7 +115,7 @@ def own_server() -> Iterator[PostgresServer]:
 def test_a_database_lost_at_runtime_fails_statements_then_works_again(
         own_server: PostgresServer) -> None:
     db = PostgresDatabase(own_server.url(own_server.new_database()), connect_timeout=2)
-    db.execute("INSERT INTO gpu_health_nodes VALUES ('n1', NULL, NULL, now())")
+    db.execute("INSERT INTO gpu_health_nodes (node_id, last_seen) VALUES ('n1', now())")
     own_server.stop("fast")  # the test cluster runs without fsync: a clean stop keeps rows
     with pytest.raises(StoreError) as err:
         db.fetchone("SELECT count(*) FROM gpu_health_nodes")
