@@ -32,14 +32,14 @@ export async function get(endpoint, params) {
   let response;
   try {
     response = await fetch(`${ROOT}${endpoint}?${query}`, { headers, cache: "no-store" });
-  } catch (failure) {
+  } catch {
     throw new ApiFailure("network", null, "the evaluator did not answer");
   }
   let body = null;
   try {
     body = await response.json();
-  } catch (failure) {
-    body = null;
+  } catch {
+    body = null; // not JSON (a proxy's error page): the status alone says what happened
   }
   if (!response.ok) {
     const message = body && typeof body.error === "string" ? body.error : `HTTP ${response.status}`;
