@@ -7,6 +7,7 @@ JSON-ready dict. Unknown counters stay ``None`` (JSON null) all the way out.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -102,14 +103,11 @@ def _nodes(cards: tuple[q.CardCapability, ...],
     are all unknown writes no sample, so ``unsampled_cards`` is the only trace of it: a count,
     never a guess at which indexes. Unknown (null) when no scrape of this source listed the node
     (simulated history, data from before the count was stored)."""
-    sampled: dict[str, int] = {}
-    for c in cards:
-        sampled[c.node_id] = sampled.get(c.node_id, 0) + 1
+    sampled = Counter(c.node_id for c in cards)
     counts = {n.node_id: n for n in listed}
     rows = []
     for node in sorted(sampled.keys() | counts.keys()):
-        seen = counts.get(node)
-        have = sampled.get(node, 0)
+        seen, have = counts.get(node), sampled[node]
         rows.append({
             "node_id": node, "cards_with_samples": have,
             "listed_cards": None if seen is None else seen.listed_cards,
