@@ -40,6 +40,7 @@ bench: install
 	$(BIN)/python -m bench.scale --quick
 	$(BIN)/python -m bench.api --quick
 	$(BIN)/python -m bench.api_load --quick
+	$(BIN)/python -m bench.discovery --quick
 	$(BIN)/python -m bench.dashboard_snapshot --quick
 	$(BIN)/python -m bench.backtest --quick
 	$(BIN)/python -m bench.calibrate --quick

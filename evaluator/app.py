@@ -33,6 +33,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from evaluator.config.api import ApiLimits
 from evaluator.http.access import new_application, open_mode, unruled_routes
 from evaluator.http.api.auth import TokenSet
 from evaluator.http.errors import RequestMetrics
@@ -66,7 +67,7 @@ class EvaluatorApp:
     def __init__(self, *, registry: CollectorRegistry | None = None,
                  metrics: SelfMetrics | None = None, start_loops: bool = True,
                  tokens: TokenSet | None = None, listen_host: str = "127.0.0.1",
-                 guard: WebGuard | None = None) -> None:
+                 guard: WebGuard | None = None, api_limits: ApiLimits | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         # Series that name nodes (or count over every tenant's nodes): docs/security.md.
         self.node_registry = CollectorRegistry()
@@ -90,7 +91,8 @@ class EvaluatorApp:
         self._tasks: list[asyncio.Task[None]] = []
         self.web_app = new_application(RequestMetrics(self.registry), tokens=tokens,
                                        listen_host=listen_host, guard=guard,
-                                       throttle=FailureThrottle(self.registry))
+                                       throttle=FailureThrottle.configured(
+                                           self.registry, api_limits or ApiLimits()))
         add_ops_routes(self.web_app, self)
         add_index_route(self.web_app)
         add_ui_routes(self.web_app)

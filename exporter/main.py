@@ -92,7 +92,8 @@ def build_xid(
     return XidFollower(
         store, runner, lambda: cache.collected(NvidiaSource.vendor, clock()),
         kmsg_path=settings.kmsg_path, dmesg=settings.dmesg, journalctl=settings.journalctl,
-        interval_s=settings.xid_interval_s)
+        interval_s=settings.xid_interval_s, max_bytes_per_poll=settings.xid_max_bytes_per_poll,
+        max_line_bytes=settings.xid_max_line_bytes)
 
 
 def write_textfile(path: Path, registry: CollectorRegistry) -> None:

@@ -24,6 +24,7 @@ from gpu_health.errors import ConfigError
 from gpu_health.logformat import FORMATS, LEVEL_NAMES, level_number
 
 from .sources import SOURCE_CLASSES
+from .xid_follower import MAX_BYTES_PER_POLL, MAX_LINE, MIN_LINE
 
 OLD_LOG_FLAG = "--log-level"  # before the exporter-toolkit's --log.level; accepted, warned
 
@@ -53,6 +54,8 @@ class Settings:
     dmesg: str = "dmesg"
     journalctl: str = "journalctl"
     xid_interval_s: float = 10.0
+    xid_max_bytes_per_poll: int = MAX_BYTES_PER_POLL
+    xid_max_line_bytes: int = MAX_LINE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--journalctl", default="journalctl",
                    help="second fallback: journalctl -k ('' disables)")
     p.add_argument("--xid-interval", default="10s", help="kernel-log poll interval (10s)")
+    p.add_argument("--xid-max-bytes-per-poll", default=str(MAX_BYTES_PER_POLL),
+                   help=f"most bytes of a followed kernel log read per poll ({MAX_BYTES_PER_POLL})")
+    p.add_argument("--xid-max-line-bytes", default=str(MAX_LINE),
+                   help=f"longer kernel-log lines are dropped and counted ({MAX_LINE})")
     for cls in SOURCE_CLASSES:
         p.add_argument(cls.flag, dest=f"bin_{cls.vendor}", default=cls.default_binary,
                        help=f"{cls.vendor} tool path or name on PATH ('' disables)")
@@ -136,7 +143,18 @@ def _kernel_log(args: argparse.Namespace, problems: list[str]) -> dict[str, Any]
         "dmesg": args.dmesg,
         "journalctl": args.journalctl,
         "xid_interval_s": _duration(args.xid_interval, "--xid-interval", problems),
+        "xid_max_bytes_per_poll": _positive_int(args.xid_max_bytes_per_poll,
+                                                "--xid-max-bytes-per-poll", problems),
+        "xid_max_line_bytes": _line_cap(args.xid_max_line_bytes, problems),
     }
+
+
+def _line_cap(text: str, problems: list[str]) -> int:
+    value = _positive_int(text, "--xid-max-line-bytes", problems)
+    if 0 < value < MIN_LINE:
+        problems.append(f"--xid-max-line-bytes: {value} is below {MIN_LINE} (a kernel log "
+                        "record can be that long; shorter caps would drop valid lines)")
+    return value
 
 
 def _duration(text: str, flag: str, problems: list[str]) -> float:

@@ -42,9 +42,11 @@ _MAX_READS_PER_POLL = 100_000  # kmsg returns one record (~100 bytes) per read
 # Bounds for a followed file that grows without limit (issue 27: 512 MB appended, one 300 MB
 # line without a newline, RSS 1.95 GB): at most this much is read per poll (the rest waits for
 # the next one), and a line longer than the cap is dropped and counted (``line_too_long``).
-# A kmsg record is at most ~1 KiB (printk's limit); an Xid line is ~200 bytes.
+# A kmsg record is at most ~1 KiB (printk's limit); an Xid line is ~200 bytes. The defaults of
+# --xid-max-bytes-per-poll and --xid-max-line-bytes.
 MAX_BYTES_PER_POLL = 8 * 1024 * 1024
 MAX_LINE = 64 * 1024
+MIN_LINE = 1024  # a smaller cap would drop whole valid kmsg records
 
 CardsProvider = Callable[[], Sequence[CardReading] | None]
 
@@ -105,8 +107,12 @@ class XidFollower:
         dmesg: str,
         journalctl: str,
         interval_s: float,
+        max_bytes_per_poll: int = MAX_BYTES_PER_POLL,
+        max_line_bytes: int = MAX_LINE,
     ) -> None:
         self.store = store
+        self.max_bytes_per_poll = max_bytes_per_poll
+        self.max_line_bytes = max_line_bytes
         self.runner = runner
         self.cards = cards
         self.kmsg_path = kmsg_path
@@ -172,23 +178,23 @@ class XidFollower:
                 return []
             data, self._discarding = data[end + 1:], False
         complete, self._partial = _split_complete(self._partial + data)
-        if len(self._partial) > MAX_LINE:
+        if len(self._partial) > self.max_line_bytes:
             self._partial, self._discarding = b"", True
             self.store.error("line_too_long")
         lines = []
         for raw in complete.splitlines():
-            if len(raw) > MAX_LINE:
+            if len(raw) > self.max_line_bytes:
                 self.store.error("line_too_long")
                 continue
             lines.append(raw.decode("utf-8", errors="replace"))
         return lines
 
     def _drain(self, fd: int) -> bytes:
-        """What is readable now, at most MAX_BYTES_PER_POLL (the rest waits for the next
+        """What is readable now, at most ``max_bytes_per_poll`` (the rest waits for the next
         poll, so one poll never holds more than that in memory)."""
         out = bytearray()
         for _ in range(_MAX_READS_PER_POLL):
-            if len(out) >= MAX_BYTES_PER_POLL:
+            if len(out) >= self.max_bytes_per_poll:
                 break
             try:
                 chunk = os.read(fd, _READ_CHUNK)

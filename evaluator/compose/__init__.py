@@ -145,7 +145,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         raise ConfigError("--web.config.file basic_auth_users and api.tokens_file both "
                           "authenticate with the Authorization header: configure one of them")
     app = EvaluatorApp(start_loops=start_loops, tokens=tokens, listen_host=config.listen_host,
-                       guard=guard)
+                       guard=guard, api_limits=config.api_limits)
     # process_* and python_info, as every Prometheus exporter has (no node data: public).
     ProcessCollector(registry=app.registry)
     PlatformCollector(registry=app.registry)

@@ -2,9 +2,10 @@
 1,476/s, nothing slowed them down).
 
 A client (its address as the server sees it) with ``limit`` failed authentications (401) within
-``window`` seconds is answered ``429`` with ``Retry-After`` for every route that needs a
-credential, until its oldest failure in the window is older than the window. Public routes
-(/healthz, /readyz, /metrics, /) are never throttled. Bounded: at most ``max_clients`` addresses
+``window`` seconds (``api.auth_failure_limit``, ``api.auth_failure_window``) is answered ``429``
+with ``Retry-After`` for every route that needs a credential, until its oldest failure in the
+window is older than the window. Public routes (/healthz, /readyz, /metrics, /) are never
+throttled. Bounded: at most ``max_clients`` addresses
 are remembered (the least recently failed are forgotten first). Behind a reverse proxy every
 client shares the proxy's address, so the limit then applies to them together.
 Counted in ``gpu_health_evaluator_auth_throttled_total``.
@@ -20,11 +21,12 @@ from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter
 
+from evaluator.config.api import ApiLimits
 from gpu_health.errors import ApiError
 
 T = TypeVar("T")
-LIMIT = 20
-WINDOW_S = 10.0
+LIMIT = ApiLimits().auth_failure_limit  # api.auth_failure_limit's default
+WINDOW_S = ApiLimits().auth_failure_window  # api.auth_failure_window's default
 MAX_CLIENTS = 10_000
 
 
@@ -40,6 +42,11 @@ class FailureThrottle:
         self.throttled = Counter("gpu_health_evaluator_auth_throttled", "Requests answered 429 "
                                  "because their client failed to authenticate too often",
                                  registry=registry)
+
+    @classmethod
+    def configured(cls, registry: CollectorRegistry, limits: ApiLimits) -> FailureThrottle:
+        return cls(registry, limit=limits.auth_failure_limit,
+                   window_s=limits.auth_failure_window)
 
     def check(self, client: str) -> None:
         """Raise ApiError(429) while ``client`` is over the limit."""

@@ -81,8 +81,20 @@ class Scraper:
             self._session = None
 
     async def scrape_all(self, targets: Sequence[Target]) -> list[ScrapeResult]:
-        """Scrape every target concurrently; results in the order of ``targets``."""
-        return list(await asyncio.gather(*(self.scrape(t) for t in targets)))
+        """Scrape every target concurrently; results in the order of ``targets``.
+
+        ``max_concurrency`` workers take the targets in turn: one task per target made 20,000
+        tasks in one step of the event loop and held /healthz for seconds (issue 27)."""
+        results: list[ScrapeResult | None] = [None] * len(targets)
+        queue = iter(enumerate(targets))  # shared: each worker takes the next target
+
+        async def worker() -> None:
+            for i, target in queue:
+                results[i] = await self.scrape(target)
+
+        await asyncio.gather(*(worker() for _ in range(min(self._max_concurrency,
+                                                             len(targets)))))
+        return [r for r in results if r is not None]
 
     async def scrape(self, target: Target) -> ScrapeResult:
         """Scrape one target. Never raises (except cancellation): failures become results."""

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from exporter.cache import ReadingCache
+from exporter.main import build_xid
 from exporter.settings import parse_args
+from exporter.xid_follower import MAX_BYTES_PER_POLL, MAX_LINE
 from gpu_health.errors import ConfigError
 
 
@@ -63,6 +68,25 @@ def test_new_vendor_and_xid_flags() -> None:
         "hygon": "/opt/hyhal/bin/hy-smi", "mthreads": ""}
     assert (settings.kmsg_path, settings.dmesg, settings.journalctl, settings.xid_interval_s) == (
         "", "/bin/dmesg", "", 30.0)
+
+
+def test_the_kernel_log_bounds_are_flags_and_reach_the_follower(tmp_path: Path) -> None:
+    """Issue 27: the per-poll read and the line cap are documented flags with defaults."""
+    defaults = parse_args([], environ={})
+    assert (defaults.xid_max_bytes_per_poll, defaults.xid_max_line_bytes) == (
+        MAX_BYTES_PER_POLL, MAX_LINE) == (8 << 20, 64 << 10)
+    settings = parse_args(["--kmsg-path", str(tmp_path / "kmsg"), "--xid-max-bytes-per-poll",
+                           "1048576", "--xid-max-line-bytes", "4096"], environ={})
+    follower = build_xid(settings, ReadingCache(timedelta(minutes=3)), CollectorRegistry(),
+                         lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    assert follower is not None
+    assert (follower.max_bytes_per_poll, follower.max_line_bytes) == (1 << 20, 4096)
+    with pytest.raises(ConfigError) as info:
+        parse_args(["--xid-max-bytes-per-poll", "0", "--xid-max-line-bytes", "100"], environ={})
+    assert list(info.value.problems) == [
+        "--xid-max-bytes-per-poll: '0' is not a positive integer",
+        "--xid-max-line-bytes: 100 is below 1024 (a kernel log record can be that long; "
+        "shorter caps would drop valid lines)"]
 
 
 def test_every_problem_is_listed_at_once() -> None:

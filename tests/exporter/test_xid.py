@@ -301,6 +301,30 @@ def test_a_file_growing_without_bound_is_read_in_bounded_polls_and_a_huge_line_i
     assert sum(store.snapshot().counts.values()) == len(EXPECTED)
 
 
+def test_smaller_configured_bounds_read_less_per_poll_and_drop_shorter_lines(
+    tool_env: dict[str, str], tmp_path: Path
+) -> None:
+    """--xid-max-bytes-per-poll and --xid-max-line-bytes are what the follower applies."""
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    store = XidStore()
+    follower = XidFollower(store, ToolRunner(timeout_s=10, max_output_bytes=1 << 20,
+                                             env=tool_env), _cards, kmsg_path=str(kmsg),
+                           dmesg="", journalctl="", interval_s=60,
+                           max_bytes_per_poll=256 << 10, max_line_bytes=2048)
+    follower.poll_once()
+    _append_bytes(kmsg, b"x" * 4096 + b"\n")  # over the 2 KiB cap, under the default 64 KiB
+    _append_bytes(kmsg, b"y" * (600 << 10) + b"\n" + KMSG_LINES.encode())
+    polls = 0
+    while sum(store.snapshot().counts.values()) < len(EXPECTED):
+        follower.poll_once()
+        polls += 1
+        assert len(follower._partial) <= 2048
+        assert polls < 10
+    assert polls == 3  # 256 KiB per poll over ~604 KiB
+    assert store.snapshot().errors["line_too_long"] == 2
+
+
 def _append_bytes(path: Path, data: bytes) -> None:
     with path.open("ab") as fh:
         fh.write(data)

@@ -8,6 +8,7 @@ transaction, and still zero statements in the steady state.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -279,3 +280,24 @@ async def test_listed_cards_count_all_unknown_cards_and_are_written_on_change(ri
     before = rig.db.statements
     await pipeline.run_cycle()  # nothing changed: still zero statements
     assert rig.db.statements == before
+
+
+async def test_many_targets_going_down_or_up_log_ten_lines_and_one_summary(
+        rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27: 20,000 new targets on a closed port logged 20,000 lines from the event loop.
+    Each way, ten transitions are named and the rest are counted in one line."""
+    rig.targets = [rig.server.target(f"d{i}") for i in range(25)]  # no body: 404, down
+    pipeline = rig.pipeline()
+    with caplog.at_level(logging.INFO, logger="evaluator.ingest.pipeline"):
+        await pipeline.run_cycle()
+        down = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        await pipeline.run_cycle()  # still down: no line at all
+        assert caplog.records == []
+        for i in range(25):
+            rig.serve(f"d{i}", [10])
+        await pipeline.run_cycle()
+        up = [r.getMessage() for r in caplog.records]
+    assert len(down) == 11 and all(" is down: http_status" in m for m in down[:10])
+    assert down[10] == "15 more targets went down this cycle (each is listed at /targets)"
+    assert len(up) == 11 and up[10] == "15 more targets are up again this cycle"

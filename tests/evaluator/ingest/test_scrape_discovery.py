@@ -127,6 +127,24 @@ async def test_http_sd_and_static_merge_and_failures_keep_last_good(tmp_path: Pa
             await disc.close()
 
 
+async def test_an_http_sd_answer_is_read_as_json_only(tmp_path: Path) -> None:
+    """Prometheus's HTTP SD answer is JSON. It was read as YAML (a name meant to end in .json
+    did not): 20,000 targets took 3 s of the GIL per refresh and /healthz up to 6 s
+    (bench/discovery.py). A YAML answer is now refused as not JSON."""
+    async with stand_in() as server:
+        disc, metrics = _discovery({"http_sd_configs": [
+            {"url": f"http://127.0.0.1:{server.port}/t/sd/metrics"}]}, tmp_path)
+        await disc.start()
+        try:
+            server.bodies["sd"] = "- targets: ['gpu-07:9835']\n"
+            await disc.refresh(FakeClock()())
+        finally:
+            await disc.close()
+    [message] = disc.last_errors.values()
+    assert "/t/sd/metrics: not valid JSON" in message
+    assert metrics.discovery_errors.labels("http_sd", "syntax")._value.get() == 1
+
+
 async def test_file_sd_not_ready_until_every_matched_file_was_valid_once(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{")
     (tmp_path / "good.json").write_text('[{"targets": ["gpu-01:9835"]}]')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 from collections.abc import AsyncIterator
@@ -83,6 +84,31 @@ async def test_dead_and_slow_targets_do_not_delay_the_others(server: StandIn,
     assert by_node["dead"].error_reason == "connection"
     assert by_node["junk"].error_reason == "parse"
     assert by_node["missing"].error_reason == "http_status"
+
+
+async def test_many_targets_are_scraped_by_a_bounded_set_of_workers_in_order(
+        server: StandIn, scraper: Scraper) -> None:
+    """Issue 27: one task per target made 20,000 tasks in one step of the event loop. The
+    scraper's workers (max_concurrency, 4 here) take the targets in turn, results in order."""
+    server.bodies.update({f"g{i}": "gpu_health_x 1\n" for i in range(0, 40, 3)})
+    targets = [server.target(f"g{i}") for i in range(40)]
+    peak = 0
+
+    async def watch() -> None:  # the scraper's own tasks (the stand-in's are the server's)
+        nonlocal peak
+        while True:
+            ours = [t for t in asyncio.all_tasks()
+                    if t.get_coro().__qualname__.startswith("Scraper.")]  # type: ignore[union-attr]
+            peak = max(peak, len(ours))
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    results = await scraper.scrape_all(targets)
+    watcher.cancel()
+    assert [r.target.node_id for r in results] == [f"g{i}" for i in range(40)]
+    assert [r.ok for r in results] == [i % 3 == 0 for i in range(40)]
+    assert peak == 4  # max_concurrency workers, not one task per target
+    assert await scraper.scrape_all([]) == []
 
 
 async def test_target_self_metrics_pass_promtool(server: StandIn, scraper: Scraper,
