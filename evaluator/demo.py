@@ -96,8 +96,9 @@ def _free_port(wanted: int) -> int:
 
 def _seed(storage: Path, live: bool) -> tuple[int, int]:
     """Replace the simulated history (``simulate --purge`` touches simulated rows only); with
-    the fake tool, also the live card's past days (:data:`LIVE_DAILY`), ending now, so its
-    trend can be judged within minutes. Returns (rows written, the live card's count now)."""
+    the fake tool, also the live card's past days
+    (:data:`evaluator.simulate.profiles.LIVE_DAILY`), ending now, so its trend can be judged
+    within minutes. Returns (rows written, the live card's count now)."""
     from evaluator.model import CardKey
     from evaluator.simulate.profiles import LIVE_DAILY, PROFILES, live_history
     from evaluator.simulate.writer import run_simulation, write_series

@@ -31,8 +31,8 @@ first such point in the window; if that decides nothing (the point is not an inc
 window's own series), at the next one; at the latest at the window end.
 
 When a condition does not hold (a new signal, XID fault events), the plans fall back to every
-tick: slower, still exact. ``tests/evaluator/test_backtest_replay.py`` compares the replay with a
-tick-by-tick :meth:`evaluator.worker.Worker.tick` run, row for row.
+tick: slower, still exact. ``tests/evaluator/backtest/test_backtest_replay.py`` compares the
+replay with a tick-by-tick :meth:`evaluator.worker.Worker.tick` run, row for row.
 """
 
 from __future__ import annotations

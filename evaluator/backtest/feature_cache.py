@@ -51,8 +51,8 @@ def entry(row: Any, k: int) -> Entry:
     """The quick test's inputs, read off a :func:`feature_rows` row (its layout: at, node,
     index, UUID, t0, baseline samples, C(t0 - i g) for i in 0..k, C(t0 - B), then the
     uncorrectable count, remap failure, pending remaps now and before, retired pages now and
-    before): the threshold-free part of :func:`could_fire` and the increase it compares with
-    ``min_increase``, its only threshold."""
+    before): the threshold-free part of :func:`evaluator.rules.signals.could_fire` and the
+    increase it compares with ``min_increase``, its only threshold."""
     c0, c1 = row[6], row[7]
     unc, fail, pend, pend_before, ret, ret_before = row[7 + k + 1:7 + k + 7]
     always = (unc or 0) > 0 or (fail or 0) > 0 or any(

@@ -14,8 +14,8 @@ Two paths, one rule (:func:`evaluator.ingest.write_rule.decide`, the function li
   gaps, so ``decide`` has a closed form, expanded in bulk inside DuckDB: a row at the first
   reading and at every change, and while nothing changes a keep-alive row every
   ``P = ceil(keepalive / step) * step`` after the last written row (the first grid reading at
-  least ``keepalive`` after it). ``tests/evaluator/test_backtest_events.py`` checks the closed
-  form against ``decide`` reading by reading.
+  least ``keepalive`` after it). ``tests/evaluator/backtest/test_backtest_events.py`` checks
+  the closed form against ``decide`` reading by reading.
 """
 
 from __future__ import annotations

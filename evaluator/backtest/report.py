@@ -1,8 +1,9 @@
 """The backtest report: per version, the live statistics plus base rates, as JSON and text.
 
 Every precision, recall and F1 comes from the code behind the live ``prediction-stats`` API
-(:func:`evaluator.stats.prediction_stats` is :func:`~evaluator.store.stats.raw_stats` then
-:func:`~evaluator.stats.stats_document`; the report calls the two itself to keep the faults),
+(:func:`evaluator.stats.document.prediction_stats` is :func:`~evaluator.store.stats.raw_stats`
+then :func:`~evaluator.stats.document.stats_document`; the report calls the two itself to keep
+the faults),
 with its null rules (null below ``stats_min_matured`` matured predictions or
 ``stats_min_observed_days`` observed days; recall null without a fault). Each version is
 measured on the file's samples and its OWN predictions (``rule_version``), over the replayed

@@ -1,7 +1,7 @@
 """Rule files x ``--sweep`` combinations -> the effective versions a backtest replays.
 
 A sweep value goes through the same mechanism as an environment override
-(``GPU_HEALTH_RULE_<KEY>``, :func:`evaluator.rules.ruleset.load_ruleset` with an explicit
+(``GPU_HEALTH_RULE_<KEY>``, :func:`evaluator.config.rules.load_ruleset` with an explicit
 environment), so a combination that changes a frozen parameter is its own effective version
 ``<version>+p<hash>`` and never shares predictions with another. Unlike the live evaluator, a
 backtest reads no overrides from its own environment: the command line alone says what ran.

@@ -1,6 +1,6 @@
 """The ``alerting`` section and ``web.external_url`` of the evaluator config (docs/alerting.md).
 
-Part of the settings (``evaluator/settings.py`` calls these while validating the whole file);
+Part of the settings (``evaluator/config/file.py`` calls these while validating the whole file);
 nothing here reads env or argv. Each reader records every problem in the shared
 :class:`~evaluator.config.values.Checker` and returns a usable default, so one run lists all
 mistakes.

@@ -1,6 +1,7 @@
-"""Evaluator settings: the YAML config file and the environment (argv: ``settings_cli``).
+"""Evaluator settings: the YAML config file and the environment.
 
-With ``settings_cli`` this is the only module that reads the environment or argv.
+Nothing here reads the environment or argv itself: ``evaluator/main.py`` reads them once and
+passes the mapping in (argv is parsed by ``evaluator/cli.py``).
 
 ``load_config`` validates the whole file and raises one :class:`ConfigError` listing every
 problem. Relative paths written in the file resolve against the file's folder (as Prometheus

@@ -1,6 +1,6 @@
 """Typed readers for config values that collect problems instead of stopping at the first.
 
-Part of the settings (``evaluator/settings.py`` uses it; nothing here reads env or argv). Each
+Part of the settings (``evaluator/config/file.py`` uses it; nothing here reads env or argv). Each
 reader returns a usable default after recording a problem, so validation always walks the whole
 file and the user sees every mistake in one run.
 """

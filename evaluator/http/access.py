@@ -12,7 +12,7 @@ the matched route up and
 A route without a rule is refused (fail closed, 500 and an error in the log), and
 :func:`unruled_routes` lets the host refuse to start with one; the router is enumerated, not a
 hand-kept list. Which series of ``/metrics`` carry node data, and who sees them, is
-:mod:`evaluator.http.node_metrics`; docs/security.md has the whole table.
+:mod:`evaluator.http.ops`; docs/security.md has the whole table.
 """
 
 from __future__ import annotations

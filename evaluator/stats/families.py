@@ -31,7 +31,7 @@ OPEN_LABELS: Final = ["node", "gpu", "uuid", "rule_version", "signal", "layer", 
 class Snapshot:
     taken_at: datetime
     duration_seconds: float
-    stats: dict[str, Any]  # evaluator.stats.prediction_stats(source="real")
+    stats: dict[str, Any]  # evaluator.stats.document.prediction_stats(source="real")
     cards: tuple[CardCapability, ...]
     stalled: frozenset[tuple[str, int]]  # (node, gpu) with no sample for longer than the stall
     open_predictions: tuple[OpenPrediction, ...]

@@ -16,10 +16,9 @@ replaces them):
 - ``hash(text)``: non-negative (the sealing splits nodes by ``hash(node) % parts``, and every
   part number must be reachable); it need not equal DuckDB's, only be stable;
 - ``list_contains``, ``list_value``, ``list_slice`` (1-based, inclusive), ``list_sum``;
-- ``arg_min``/``arg_max`` (the value at the least/greatest key, rows with a NULL value or key
-  skipped) and ``arg_min_null``/``arg_max_null`` (a NULL value kept) for BIGINT and text values
-  keyed by TIMESTAMP (the only pairs the store uses); ``any_value`` (PostgreSQL 16 has it, 15
-  does not).
+- ``arg_min_null``/``arg_max_null`` (the value at the least/greatest key, a NULL value kept,
+  rows with a NULL key skipped) for BIGINT and text values keyed by TIMESTAMP (the only pairs
+  the store uses); ``any_value`` (PostgreSQL 16 has it, 15 does not).
 
 One rewrite instead of a definition, where a definition measured too slow: ``arg_min(v, k)`` /
 ``arg_max(v, k)`` on BIGINT values (every use in the store) become
@@ -43,26 +42,34 @@ from typing import Any, Final
 _SQL = "LANGUAGE sql IMMUTABLE PARALLEL SAFE"
 
 
-def _arg_aggregates(kind: str, value: str) -> tuple[str, ...]:
-    """``arg_min``/``arg_max`` (and ``_null``) for one value type, keyed by TIMESTAMP."""
+def _arg_null_aggregate(kind: str, value: str) -> tuple[str, ...]:
+    """``arg_min_null``/``arg_max_null`` for one value type, keyed by TIMESTAMP."""
     state = f"gpu_health_arg_{value}"
     cmp = "<" if kind == "min" else ">"
-    out: list[str] = []
-    for keep_null in (False, True):
-        name = f"arg_{kind}{'_null' if keep_null else ''}"
-        step = f"gpu_health_{name}_{value}_step"
-        skip = "k IS NULL" if keep_null else "v IS NULL OR k IS NULL"
-        out += [
-            f"CREATE OR REPLACE FUNCTION {step}(s {state}, v {value}, k timestamp) "
-            f"RETURNS {state} {_SQL} AS $$ SELECT CASE WHEN {skip} THEN s "
-            f"WHEN s IS NULL OR (s).k IS NULL OR k {cmp} (s).k THEN ROW(v, k)::{state} "
-            "ELSE s END $$",
-            f"CREATE OR REPLACE FUNCTION {step}_final(s {state}) RETURNS {value} {_SQL} "
-            "AS $$ SELECT (s).v $$",
-            f"CREATE OR REPLACE AGGREGATE {name}({value}, timestamp) (SFUNC = {step}, "
-            f"STYPE = {state}, FINALFUNC = {step}_final)",
-        ]
-    return tuple(out)
+    name = f"arg_{kind}_null"
+    step = f"gpu_health_{name}_{value}_step"
+    return (
+        f"CREATE OR REPLACE FUNCTION {step}(s {state}, v {value}, k timestamp) "
+        f"RETURNS {state} {_SQL} AS $$ SELECT CASE WHEN k IS NULL THEN s "
+        f"WHEN s IS NULL OR (s).k IS NULL OR k {cmp} (s).k THEN ROW(v, k)::{state} "
+        "ELSE s END $$",
+        f"CREATE OR REPLACE FUNCTION {step}_final(s {state}) RETURNS {value} {_SQL} "
+        "AS $$ SELECT (s).v $$",
+        f"CREATE OR REPLACE AGGREGATE {name}({value}, timestamp) (SFUNC = {step}, "
+        f"STYPE = {state}, FINALFUNC = {step}_final)",
+    )
+
+
+def _retired() -> tuple[str, ...]:
+    """Definitions earlier releases created and nothing calls: ``arg_min``/``arg_max`` as
+    aggregates (every call is rewritten before it reaches PostgreSQL, see below)."""
+    return tuple(
+        sql for kind in ("min", "max") for value in ("bigint", "text") for sql in (
+            f"DROP AGGREGATE IF EXISTS arg_{kind}({value}, timestamp)",
+            f"DROP FUNCTION IF EXISTS gpu_health_arg_{kind}_{value}_step_final("
+            f"gpu_health_arg_{value})",
+            f"DROP FUNCTION IF EXISTS gpu_health_arg_{kind}_{value}_step("
+            f"gpu_health_arg_{value}, {value}, timestamp)"))
 
 
 def _types() -> tuple[str, ...]:
@@ -112,20 +119,40 @@ COMPAT: Final[tuple[str, ...]] = (
     "STYPE = anyelement)",
     *_types(),
     *(sql for kind in ("min", "max") for value in ("bigint", "text")
-      for sql in _arg_aggregates(kind, value)),
+      for sql in _arg_null_aggregate(kind, value)),
+    *_retired(),
 )
 
 
-_ARG: Final = re.compile(r"\barg_(min|max)\(")
+_ARG: Final = re.compile(r"arg_(min|max)\(")
 _FILTER: Final = re.compile(r"\s*FILTER\s*\(\s*WHERE\s", re.IGNORECASE)
 
 
-def _closing(sql: str, start: int) -> tuple[int, list[str]]:
+def _opaque_end(sql: str, i: int) -> int:
+    """Where a string literal, quoted name, comment or dollar-quoted body starting at ``i``
+    ends (the index after it); ``i`` when none starts there. Its text is neither SQL to
+    rewrite nor a placeholder. One unterminated runs to the end."""
+    ch, n = sql[i], len(sql)
+    if ch in "'\"":  # 'it''s' reads as two adjacent literals: the same for both uses
+        end = sql.find(ch, i + 1)
+        return n if end < 0 else end + 1
+    for opening, closing, keep in (("--", "\n", 0), ("/*", "*/", 2), ("$$", "$$", 2)):
+        if sql.startswith(opening, i):
+            end = sql.find(closing, i + len(opening))
+            return n if end < 0 else end + keep
+    return i
+
+
+def _closing(sql: str, start: int) -> tuple[int, list[str]] | None:
     """From just inside an opening parenthesis: the index after its closing one, and the
-    top-level comma-separated parts between them."""
+    top-level comma-separated parts between them (literals and comments skipped); None when it
+    never closes."""
     depth, part, i = 0, start, start
     parts: list[str] = []
     while i < len(sql):
+        if (skip := _opaque_end(sql, i)) != i:
+            i = skip
+            continue
         ch = sql[i]
         if ch in "([":
             depth += 1
@@ -137,30 +164,44 @@ def _closing(sql: str, start: int) -> tuple[int, list[str]]:
             parts.append(sql[part:i].strip())
             part = i + 1
         i += 1
-    raise ValueError("unbalanced parentheses in a store statement")
+    return None
+
+
+def _arg_call(sql: str, i: int) -> tuple[int, str] | None:
+    """An ``arg_min(v, k)``/``arg_max(v, k)`` call (with its ``FILTER``) starting at ``i``:
+    the index after it and its rewrite; None when there is none (or it does not parse: then
+    the statement goes to PostgreSQL as written, which names the error)."""
+    if (m := _ARG.match(sql, i)) is None or (i and (sql[i - 1].isalnum() or sql[i - 1] == "_")):
+        return None
+    call = _closing(sql, m.end())
+    if call is None or len(call[1]) != 2:
+        return None
+    end, (value, key) = call
+    condition = f"({value}) IS NOT NULL AND ({key}) IS NOT NULL"
+    if (f := _FILTER.match(sql, end)) is not None:
+        extra = _closing(sql, f.end())
+        if extra is None or len(extra[1]) != 1:
+            return None
+        end, condition = extra[0], f"{condition} AND ({extra[1][0]})"
+    return end, (f"({m.group(1)}(ARRAY[gpu_health_order_us({key}), {value}]) "
+                 f"FILTER (WHERE {condition}))[2]")
 
 
 @functools.lru_cache(maxsize=1024)
 def rewrite(sql: str) -> str:
-    """``arg_min``/``arg_max`` (with an optional ``FILTER``) as array min/max (module doc)."""
+    """``arg_min``/``arg_max`` (with an optional ``FILTER``) as array min/max (module doc);
+    string literals, quoted names and comments are left as they are."""
     out: list[str] = []
-    i = 0
-    while (m := _ARG.search(sql, i)) is not None:
-        end, args = _closing(sql, m.end())
-        if len(args) != 2:
-            out.append(sql[i:end])
-            i = end
-            continue
-        value, key = args
-        condition = f"({value}) IS NOT NULL AND ({key}) IS NOT NULL"
-        if (f := _FILTER.match(sql, end)) is not None:
-            close, (extra,) = _closing(sql, f.end())
-            condition += f" AND ({extra})"
-            end = close
-        out += [sql[i:m.start()], f"({m.group(1)}(ARRAY[gpu_health_order_us({key}), {value}]) "
-                                  f"FILTER (WHERE {condition}))[2]"]
-        i = end
-    out.append(sql[i:])
+    i = done = 0
+    while i < len(sql):
+        if (skip := _opaque_end(sql, i)) != i:
+            i = skip
+        elif (call := _arg_call(sql, i)) is not None:
+            out += [sql[done:i], call[1]]
+            i = done = call[0]
+        else:
+            i += 1
+    out.append(sql[done:])
     return "".join(out)
 
 
@@ -168,27 +209,16 @@ def rewrite(sql: str) -> str:
 def to_pyformat(sql: str) -> tuple[str, bool]:
     """DuckDB placeholders -> psycopg's: ``?`` -> ``%s``, ``$name`` -> ``%(name)s``, ``$3`` ->
     ``%(p3)s``, ``%`` -> ``%%``; string literals, quoted names, dollar-quoted bodies and comments
-    are left alone. The flag: numbered placeholders were seen (see :func:`numbered`)."""
+    are left alone (the scanner :func:`rewrite` uses). The flag: numbered placeholders were seen
+    (see :func:`numbered`)."""
     numbered = False
     out: list[str] = []
     i, n = 0, len(sql)
     while i < n:
         ch = sql[i]
-        if ch in "'\"":
-            end = sql.find(ch, i + 1)
-            end = n - 1 if end < 0 else end
-            out.append(sql[i:end + 1].replace("%", "%%"))
-            i = end + 1
-        elif sql.startswith("--", i):
-            end = sql.find("\n", i)
-            end = n if end < 0 else end
-            out.append(sql[i:end].replace("%", "%%"))
-            i = end
-        elif sql.startswith("$$", i):
-            end = sql.find("$$", i + 2)
-            end = n - 2 if end < 0 else end
-            out.append(sql[i:end + 2].replace("%", "%%"))
-            i = end + 2
+        if (skip := _opaque_end(sql, i)) != i:
+            out.append(sql[i:skip].replace("%", "%%"))
+            i = skip
         elif ch == "$" and i + 1 < n and (sql[i + 1].isalnum() or sql[i + 1] == "_"):
             j = i + 1
             while j < n and (sql[j].isalnum() or sql[j] == "_"):

@@ -10,9 +10,9 @@ transaction borrows one for itself (autocommit). Sessions run in UTC; ``numeric`
 ``sum`` of BIGINTs) read back as ``int`` when integral and ``float`` otherwise, like DuckDB's.
 
 Fencing (issue 13): while :data:`FENCE` holds a check (set by the leader's loops, see
-:mod:`evaluator.store.leader`), every write transaction on this database begins with that check,
-and a statement outside a transaction gets a transaction of its own, so a deposed leader's write
-fails before it lands instead of racing the new leader.
+:mod:`evaluator.cluster.membership`), every write transaction on this database begins with
+that check, and a statement outside a transaction gets a transaction of its own, so a deposed
+leader's write fails before it lands instead of racing the new leader.
 """
 
 from __future__ import annotations

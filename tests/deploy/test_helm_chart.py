@@ -6,7 +6,6 @@ values the schema or the templates must refuse, with a message that names the pr
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from tests.deploy.chart_support import (
     run_helm,
     template,
 )
+from tests.promtool import promtool
 from tests.shared import REPO
 
 KUBE_VERSIONS = ("1.25.0", kubernetes_validate.latest_version())  # Chart.yaml: >=1.25.0-0
@@ -101,8 +101,7 @@ def test_rendered_rules_are_the_repository_rules_and_pass_promtool(tmp_path: Pat
     assert rule["spec"]["groups"] == expected
     file = tmp_path / "rendered.rules.yml"
     file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
-    promtool = shutil.which("promtool") or "/usr/bin/promtool"
-    result = subprocess.run([promtool, "check", "rules", str(file)], capture_output=True,
+    result = subprocess.run([promtool(), "check", "rules", str(file)], capture_output=True,
                             text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from tests.e2e import dashboards as d
+from tests.promtool import promtool
 
-PROMTOOL = "/usr/bin/promtool"
 ALL = d.all_dashboards()
 MAIN = ALL["gpu-health.json"]
 
@@ -215,6 +215,6 @@ def test_hourly_increase_gaps_with_promtool(panel: dict[str, Any], tmp_path: Pat
     }]}
     path = tmp_path / "hourly.test.yml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    result = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True,
+    result = subprocess.run([promtool(), "test", "rules", str(path)], capture_output=True,
                             text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -17,6 +17,7 @@ import yaml
 
 from evaluator.config.file import load_config
 from evaluator.http.api.auth import hash_token
+from tests.promtool import promtool
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -142,7 +143,7 @@ def test_prometheus_config_is_valid_and_loads_the_rules(tmp_path: Path) -> None:
     evaluator["authorization"]["credentials_file"] = str(DEPLOY / token_mount.split(":")[0])
     copy = tmp_path / "prometheus.yml"
     copy.write_text(yaml.safe_dump(config))
-    result = subprocess.run(["/usr/bin/promtool", "check", "config", str(copy)],
+    result = subprocess.run([promtool(), "check", "config", str(copy)],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -163,7 +164,7 @@ def test_prometheus_source_compose_example() -> None:
     prom_mount = next(v for v in compose["services"]["prometheus"]["volumes"]
                       if v.endswith(":/etc/prometheus/prometheus.yml:ro"))
     prom = yaml.safe_load((DEPLOY / prom_mount.split(":")[0]).read_text())
-    result = subprocess.run(["/usr/bin/promtool", "check", "config",
+    result = subprocess.run([promtool(), "check", "config",
                              str(DEPLOY / prom_mount.split(":")[0])],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr

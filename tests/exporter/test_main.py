@@ -6,7 +6,6 @@ is checked with the real ``promtool check metrics``.
 
 from __future__ import annotations
 
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from gpu_health.contract import INFO_METRIC, METRIC_NAMES, VENDORS
+from tests.promtool import promtool
 from tests.shared import REPO
 
 from .support import (
@@ -31,7 +31,6 @@ from .support import (
     Scrape,
 )
 
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 NO_KERNEL_LOG = ["--kmsg-path", "", "--dmesg", "", "--journalctl", ""]  # not the test host's
 
 
@@ -49,8 +48,7 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 def promtool_check(text: str) -> subprocess.CompletedProcess[str]:
-    assert Path(PROMTOOL).exists(), "promtool is required (.ci/run installs the prometheus package)"
-    return subprocess.run([PROMTOOL, "check", "metrics"], input=text, text=True,
+    return subprocess.run([promtool(), "check", "metrics"], input=text, text=True,
                           capture_output=True, timeout=60, check=False)
 
 

@@ -1,6 +1,6 @@
 """Prediction endpoints: the paged prediction list and the 7/30-day prediction statistics.
 
-The statistics themselves are computed by ``evaluator.stats.prediction_stats`` (the rules
+The statistics themselves are computed by ``evaluator.stats.document.prediction_stats`` (the rules
 engineer's module); this handler only validates parameters and narrows the node set to what
 the caller may see, so tenant-scoped tokens get statistics over their own nodes only.
 """

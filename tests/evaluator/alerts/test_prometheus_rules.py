@@ -8,21 +8,21 @@ Two files: ``gpu-health.rules.yml`` watches the pipeline, ``gpu-hardware.rules.y
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.promtool import promtool as promtool_path
+
 REPO = Path(__file__).resolve().parents[3]
 FOLDER = REPO / "rules" / "prometheus"
 FILES = ("gpu-health", "gpu-hardware")
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
 
 def promtool(*args: str, cwd: Path = FOLDER) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([promtool_path(), *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120, check=False)
 
 

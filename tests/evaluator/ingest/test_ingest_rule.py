@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from freezegun import freeze_time
 
 from evaluator.ingest.write_rule import Reason, decide
 from evaluator.model import CardKey, Counters, Sample
@@ -67,6 +68,13 @@ def test_stored_row_in_the_future_is_written_not_silenced() -> None:
     assert d.write and d.reason is Reason.LATEST_IN_FUTURE
 
 
-def test_no_clock_is_read() -> None:
-    # Same inputs, same answer, whatever the wall clock says (the rule is pure).
-    assert decide(at(3), at(0), KEEP) == decide(at(3), at(0), KEEP)
+@pytest.mark.parametrize(("scraped", "stored"), [(3, 0), (5, 0), (0, 30)])
+def test_no_clock_is_read(scraped: float, stored: float) -> None:
+    """The same inputs get the same answer whatever the wall clock says: the rule's "now" is
+    the scrape's time. The clock is moved (freezegun) a century apart and to the scrape's
+    own time; a rule that read it would answer differently across them."""
+    answers = set()
+    for wall in ("1990-01-01", "2090-01-01", (T0 + timedelta(minutes=scraped)).isoformat()):
+        with freeze_time(wall):
+            answers.add(decide(at(scraped), at(stored), KEEP))
+    assert len(answers) == 1

@@ -23,10 +23,10 @@ from tests.evaluator.api_support import NOW, add_prediction, build_dataset
 from tests.evaluator.backtest_support import v1
 from tests.evaluator.ingest_support import FakeClock
 from tests.evaluator.rules_support import ruleset
+from tests.promtool import promtool
 
 SHADOW = v1(min_increase=8)
 
-PROMTOOL = "/usr/bin/promtool"
 
 
 @pytest.fixture
@@ -152,7 +152,7 @@ def ours(text: str) -> str:
 
 
 def check_promtool(text: str) -> None:
-    result = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
+    result = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True,
                             text=True, timeout=30, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 

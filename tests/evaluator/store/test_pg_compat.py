@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from evaluator.store.pg_compat import rewrite, to_pyformat
 from evaluator.store.postgres import PostgresDatabase
 from tests.postgres import PostgresServer
 
@@ -72,3 +73,55 @@ def test_shared_functions_answer_alike(pg: PostgresDatabase, sql: str,
     expected = duck.execute(sql, params).fetchone() if params else duck.execute(sql).fetchone()
     duck.close()
     assert tuple(pg.fetchone(sql, params)) == expected
+
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    # a parenthesis in a string literal is not the FILTER's end (issue 31: broken SQL)
+    ("SELECT arg_min(v, k) FILTER (WHERE s <> ')') FROM t",
+     "SELECT (min(ARRAY[gpu_health_order_us(k), v]) FILTER (WHERE (v) IS NOT NULL AND (k) IS "
+     "NOT NULL AND (s <> ')')))[2] FROM t"),
+    # a call in a comment or a literal is text, not a call (was a bare ValueError)
+    ("SELECT 1 -- arg_max(\nFROM t", "SELECT 1 -- arg_max(\nFROM t"),
+    ("SELECT 'arg_max(' /* arg_min(v, k) */ FROM t",
+     "SELECT 'arg_max(' /* arg_min(v, k) */ FROM t"),
+    # the _null aggregates and other names ending in arg_max are not rewritten
+    ("SELECT arg_max_null(u, k), my_arg_max(v, k) FROM t",
+     "SELECT arg_max_null(u, k), my_arg_max(v, k) FROM t"),
+    # a call that never closes goes to PostgreSQL as written, which names the error
+    ("SELECT arg_max(v, k FROM t", "SELECT arg_max(v, k FROM t"),
+])
+def test_the_rewrite_skips_literals_and_comments(sql: str, expected: str) -> None:
+    assert rewrite(sql) == expected
+
+
+def test_placeholders_in_block_comments_are_left_alone() -> None:
+    assert to_pyformat("SELECT ? /* ? 5% */, '%' -- $x\n, $x") == (
+        "SELECT %s /* ? 5%% */, '%%' -- $x\n, %(x)s", False)
+
+
+def test_a_literal_parenthesis_in_a_filter_answers_as_on_duckdb(pg: PostgresDatabase) -> None:
+    sql = ("SELECT g, arg_min(v, k) FILTER (WHERE s <> ')') -- arg_max( in a comment\n"
+           "FROM rows2 GROUP BY g ORDER BY g")
+    data = [(0, 5, BASE, ")"), (0, 7, BASE + timedelta(minutes=1), "x"),
+            (1, 9, BASE, ")")]
+    duck = duckdb.connect()
+    duck.execute("CREATE TABLE rows2 (g INTEGER, v BIGINT, k TIMESTAMP, s VARCHAR)")
+    duck.executemany("INSERT INTO rows2 VALUES (?, ?, ?, ?)", data)
+    expected = duck.execute(sql).fetchall()
+    duck.close()
+    with pg.transaction():
+        pg.execute("CREATE TEMP TABLE rows2 (g INTEGER, v BIGINT, k TIMESTAMP, s VARCHAR) "
+                   "ON COMMIT DROP")
+        for row in data:
+            pg.execute("INSERT INTO rows2 VALUES (?, ?, ?, ?)", list(row))
+        got = pg.fetchall(sql)
+    assert expected == [(0, 7), (1, None)]
+    assert [tuple(r) for r in got] == expected
+
+
+def test_no_arg_min_or_max_aggregate_is_defined_any_more(pg: PostgresDatabase) -> None:
+    """Every call is rewritten before PostgreSQL sees it: the old aggregates were dead and are
+    dropped at start (the _null ones stay: they are called)."""
+    names = {r[0] for r in pg.fetchall(
+        "SELECT proname FROM pg_proc WHERE proname LIKE 'arg\\_m%' AND prokind = 'a'")}
+    assert names == {"arg_min_null", "arg_max_null"}
