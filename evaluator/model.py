@@ -1,4 +1,5 @@
-"""Plain data shared across the evaluator: card keys, counter tuples, samples, XID samples.
+"""Plain data shared across the evaluator: card keys, counter tuples, samples, XID samples, the
+prediction statuses.
 
 Frozen dataclasses only; no I/O. Counter values are ``int | None`` where ``None`` means unknown
 (never 0). The order of fields in :class:`Counters` is ``gpu_health.contract.COUNTER_KEYS``.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, Literal
 
 from gpu_health.contract import DETAIL_KEYS, SOURCE_REAL
 
@@ -16,6 +17,13 @@ from gpu_health.contract import DETAIL_KEYS, SOURCE_REAL
 # addressable by the API, whose query values stop at 256 characters. A longer one is refused
 # where it enters (config, discovery, the Prometheus source), never stored.
 MAX_NODE_ID: Final = 253
+
+# A prediction's status, the one list every layer uses (the store's CHECK, the API's filter and
+# enum, the statistics' counts): pending until its window is decided, then one of RESOLVED.
+ResolvedStatus = Literal["hit", "miss", "voided"]
+PredictionStatus = Literal["pending", ResolvedStatus]
+STATUSES: Final[tuple[PredictionStatus, ...]] = ("pending", "hit", "miss", "voided")
+RESOLVED: Final[tuple[ResolvedStatus, ...]] = ("hit", "miss", "voided")
 
 
 @dataclass(frozen=True, slots=True)

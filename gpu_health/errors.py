@@ -75,12 +75,6 @@ class ApiError(GpuHealthError):
         self.retry_after = retry_after  # seconds, sent as Retry-After (a shed 503)
 
 
-class AlertError(GpuHealthError):
-    """Pushing alerts to an Alertmanager failed."""
-
-    reason = "alert"
-
-
 class ToolNotFound(CollectError):
     """A vendor tool's binary is not installed (or not executable) where the config points.
 

@@ -40,6 +40,7 @@ from evaluator.backtest.activity import KNOWN_SIGNALS, TickPlan, tick_at_or_afte
 from evaluator.backtest.activity import tick_grid as grid
 from evaluator.backtest.feature_cache import Card, FeatureCache
 from evaluator.backtest.replay import DEFAULT_CHUNK, ReplaySummary, Runs, candidate_ranges
+from evaluator.model import RESOLVED
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.outcome import Outcome, WindowObservation, classify
 from evaluator.rules.params import RuleParams
@@ -152,7 +153,7 @@ def backfill(db: Database, made: dict[str, list[NewPrediction]],
             decided.append((replace(outcome, prediction_id=p.id),
                             tick_at_or_after(at, rulesets[p.rule_version].params.scan_interval)))
     resolve_each(db, decided)
-    counts: dict[str, dict[str, int]] = {v: {"hit": 0, "miss": 0, "voided": 0} for v in made}
+    counts: dict[str, dict[str, int]] = {v: dict.fromkeys(RESOLVED, 0) for v in made}
     versions = {p.id: p.rule_version for rows in made.values() for p in rows}
     for outcome, _ in decided:
         counts[versions[outcome.prediction_id]][outcome.status] += 1

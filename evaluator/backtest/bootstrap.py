@@ -31,11 +31,10 @@ from functools import partial
 
 from tqdm import tqdm
 
-from evaluator.backtest.prometheus import PrometheusSource, import_prometheus
+from evaluator.backtest.prometheus import PrometheusRange, import_prometheus
 from evaluator.backtest.replay import ReplaySummary, replay
 from evaluator.config.source import PrometheusSourceConfig
-from evaluator.ingest.prometheus.source import PrometheusSource as LiveSource
-from evaluator.ingest.prometheus.source import client_options, metric_set
+from evaluator.ingest.prometheus.source import PrometheusSource, client_options, metric_set
 from evaluator.ingest.prometheus.window import floored
 from evaluator.rules.ruleset import RuleSet
 from evaluator.store import history_import
@@ -54,7 +53,7 @@ HISTORY_CHUNK_STEPS = 1440  # one day at 60 s: bounded answers (series x steps) 
 class HistoryBootstrap:
     """``prepare`` (a start hook) decides; ``run`` (a background task) imports and replays."""
 
-    def __init__(self, db: Database, config: PrometheusSourceConfig, live: LiveSource, *,
+    def __init__(self, db: Database, config: PrometheusSourceConfig, live: PrometheusSource, *,
                  ruleset: RuleSet, keepalive: timedelta, clock: Clock,
                  retry: timedelta = timedelta(minutes=1),
                  shadows: tuple[RuleSet, ...] = ()) -> None:
@@ -112,7 +111,7 @@ class HistoryBootstrap:
         until = floored(self.clock() - timedelta(seconds=c.lag), step)
         since = until - (int((c.history or 0) // step.total_seconds()) - 1) * step
         self.period = (since, until)
-        source = PrometheusSource(
+        source = PrometheusRange(
             url=c.url, metrics=metric_set(c), since=since, until=until, step=step,
             selector=c.selector, timeout=c.timeout,
             max_points=min(c.max_points, HISTORY_CHUNK_STEPS), client=client_options(c))

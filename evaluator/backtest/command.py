@@ -28,7 +28,7 @@ from gpu_health.errors import ConfigError
 if TYPE_CHECKING:
     from evaluator.backtest.inputs import EventsSource
     from evaluator.backtest.pipeline import BacktestOptions
-    from evaluator.backtest.prometheus import PrometheusSource
+    from evaluator.backtest.prometheus import PrometheusRange
 
 def _duration(c: Checker, value: str | None, flag: str, default: timedelta) -> timedelta:
     return timedelta(seconds=c.duration({flag: value}, flag, flag, default.total_seconds()))
@@ -78,7 +78,7 @@ def _columns(c: Checker, args: argparse.Namespace) -> EventColumns | None:
 class Inputs:
     """Where the history comes from and which part of it is replayed."""
 
-    source: PrometheusSource | EventsSource | None  # None: the samples of --db
+    source: PrometheusRange | EventsSource | None  # None: the samples of --db
     since: datetime | None  # replay from (events, --db); None: the history's start
     until: datetime | None  # replay to; None: the history's end
 
@@ -89,7 +89,7 @@ def input_options(c: Checker, args: argparse.Namespace, config: Config,
     from evaluator.backtest.inputs import EventsSource
 
     step = _duration(c, args.step, "--step", timedelta(seconds=config.scrape.interval))
-    source: PrometheusSource | EventsSource | None = None
+    source: PrometheusRange | EventsSource | None = None
     if args.prometheus is not None:
         source = _prometheus(c, args, step, now)
     stray = [flag for flag, value in (("--preset", args.preset),
@@ -162,8 +162,8 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Bac
 
 
 def _prometheus(c: Checker, args: argparse.Namespace, step: timedelta,
-                now: datetime) -> PrometheusSource | None:
-    from evaluator.backtest.prometheus import PrometheusSource, aligned
+                now: datetime) -> PrometheusRange | None:
+    from evaluator.backtest.prometheus import PrometheusRange, aligned
 
     problem = url_problem(args.prometheus)
     if problem:
@@ -179,7 +179,7 @@ def _prometheus(c: Checker, args: argparse.Namespace, step: timedelta,
     timeout = _duration(c, args.timeout, "--timeout", timedelta(seconds=120))
     if problem or since is None or since >= until:
         return None
-    return PrometheusSource(
+    return PrometheusRange(
         url=args.prometheus, metrics=METRIC_SETS[args.metrics], since=aligned(since, step),
         until=until, step=step, node_label=args.node_label, selector=args.selector,
         timeout=timeout.total_seconds(), max_points=args.max_points,

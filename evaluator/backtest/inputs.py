@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.backtest.events import CardHistory, EventColumns, EventFile
-from evaluator.backtest.prometheus import PrometheusImport, PrometheusSource
+from evaluator.backtest.prometheus import PrometheusImport, PrometheusRange
 from evaluator.store.backtest_import import sample_span
 from evaluator.store.db import Database
 from gpu_health.contract import COUNTER_KEYS
@@ -83,7 +83,7 @@ def events_info(source: EventsSource, file: EventFile, histories: Sequence[CardH
     }
 
 
-def prometheus_info(source: PrometheusSource, stats: PrometheusImport, db: Database,
+def prometheus_info(source: PrometheusRange, stats: PrometheusImport, db: Database,
                     keepalive: timedelta) -> dict[str, Any]:
     ms = source.metrics
     _, _, rows = sample_span(db)

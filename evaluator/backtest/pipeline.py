@@ -26,7 +26,7 @@ from evaluator.backtest.events import EventFile, card_histories, parse_events
 from evaluator.backtest.history import write_histories
 from evaluator.backtest.inputs import EventsSource, events_info, prometheus_info
 from evaluator.backtest.plot import plot_sweep, require_matplotlib
-from evaluator.backtest.prometheus import PrometheusSource, import_prometheus
+from evaluator.backtest.prometheus import PrometheusRange, import_prometheus
 from evaluator.backtest.replay import ReplaySummary, replay
 from evaluator.backtest.report import build_report, render_text
 from evaluator.backtest.rulesets import Variant, baseline_variants, variants
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 class BacktestOptions:
     db_path: Path
     live_paths: tuple[Path, ...]
-    source: PrometheusSource | EventsSource | None
+    source: PrometheusRange | EventsSource | None
     rule_files: tuple[Path, ...]
     sweeps: tuple[tuple[str, list[str]], ...] = ()
     keepalive: timedelta = timedelta(minutes=5)
@@ -172,12 +172,12 @@ def _remove(path: Path) -> None:
 
 
 def _kind(source: object) -> str:
-    return ("prometheus" if isinstance(source, PrometheusSource) else
+    return ("prometheus" if isinstance(source, PrometheusRange) else
             "events" if isinstance(source, EventsSource) else "replay")
 
 
 def _where(source: object) -> str | None:
-    if isinstance(source, PrometheusSource):
+    if isinstance(source, PrometheusRange):
         return source.url
     return str(source.path) if isinstance(source, EventsSource) else None
 
@@ -202,7 +202,7 @@ def _import(db: Database, options: BacktestOptions, found: Sequence[Variant],
     source = options.source
     if isinstance(source, EventsSource) and events is not None:
         return import_events(db, source, events, found, options)
-    if isinstance(source, PrometheusSource):
+    if isinstance(source, PrometheusRange):
         with progress_bar(0, "prometheus", options.progress) as bar:
             stats = asyncio.run(import_prometheus(db, source, options.keepalive, bar_callback(bar)))
         return Imported(prometheus_info(source, stats, db, options.keepalive),

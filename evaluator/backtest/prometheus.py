@@ -47,11 +47,15 @@ from evaluator.store.db import Database
 log = logging.getLogger(__name__)
 
 CONCURRENCY = 4
-__all__ = ["PrometheusImport", "PrometheusSource", "aligned", "chunks", "import_prometheus"]
+__all__ = ["PrometheusImport", "PrometheusRange", "aligned", "chunks", "import_prometheus"]
 
 
 @dataclass(frozen=True, slots=True)
-class PrometheusSource:
+class PrometheusRange:
+    """What to import from a Prometheus-compatible server: its URL, the metric set and the
+    range read at ``step`` (the live source that reads the newest step every minute is
+    :class:`evaluator.ingest.prometheus.source.PrometheusSource`)."""
+
     url: str
     metrics: MetricSet
     since: datetime
@@ -82,7 +86,7 @@ class PrometheusImport:
         return self.query.splits
 
 
-async def import_prometheus(db: Database, source: PrometheusSource, keepalive: timedelta,
+async def import_prometheus(db: Database, source: PrometheusRange, keepalive: timedelta,
                             progress: Callable[[int, int], None] | None = None
                             ) -> PrometheusImport:
     """Read the first step plainly, then every chunk's change points in time order, into
@@ -120,7 +124,7 @@ async def import_prometheus(db: Database, source: PrometheusSource, keepalive: t
     return stats
 
 
-def _prefetch(client: RangeQuerier, source: PrometheusSource,
+def _prefetch(client: RangeQuerier, source: PrometheusRange,
               piece: tuple[datetime, datetime]) -> asyncio.Task[dict[str, list[Any]]]:
     start, end = piece
     if start > end:  # a one-step import: the plain first step was all
@@ -128,17 +132,17 @@ def _prefetch(client: RangeQuerier, source: PrometheusSource,
     return asyncio.ensure_future(_read(client, source, start, end, plain=False))
 
 
-async def _empty(source: PrometheusSource) -> dict[str, list[Any]]:
+async def _empty(source: PrometheusRange) -> dict[str, list[Any]]:
     return {name: [] for name in source.metrics.query_names()}
 
 
-def _options(source: PrometheusSource) -> ClientOptions:
+def _options(source: PrometheusRange) -> ClientOptions:
     """The source's auth and TLS with this import's timeouts and concurrency."""
     return replace(source.client or ClientOptions(), total_timeout=source.timeout,
                    connect_timeout=source.timeout, max_connections=CONCURRENCY)
 
 
-async def _read(client: RangeQuerier, source: PrometheusSource, start: datetime,
+async def _read(client: RangeQuerier, source: PrometheusRange, start: datetime,
                 end: datetime, *, plain: bool) -> dict[str, list[Any]]:
     names = source.metrics.query_names()
     queries = [selector_query(n, source.selector) if plain
@@ -151,7 +155,7 @@ async def _read(client: RangeQuerier, source: PrometheusSource, start: datetime,
 class _State:
     """What one import carries from chunk to chunk."""
 
-    source: PrometheusSource
+    source: PrometheusRange
     writer: ReadingWriter
     stats: PrometheusImport
     tracker: ChangeTracker

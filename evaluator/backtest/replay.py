@@ -41,6 +41,7 @@ from evaluator.backtest.activity import (
     bucket_windows,
     tick_grid,
 )
+from evaluator.model import RESOLVED
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.outcome import classify
 from evaluator.rules.params import RuleParams
@@ -74,7 +75,7 @@ class ReplaySummary:
     evaluated_ticks: int = 0
     backfill_ticks: int = 0
     predictions: int = 0
-    resolved: dict[str, int] = field(default_factory=lambda: {"hit": 0, "miss": 0, "voided": 0})
+    resolved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOLVED, 0))
     skipping: bool = True
     seconds: float = 0.0
     cards: int | None = None  # features of this many cards that can fire (None: every card)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, Generic, Protocol, TypeVar
 
-from evaluator.ingest.write_rule import Decision
+from evaluator.ingest.write_rule import WriteDecision
 from evaluator.model import CardKey, Sample, XidKey, XidSample
 
 DEFAULT_MAX_ENTRIES: Final = 4096  # 512 nodes x 8 cards
@@ -92,9 +92,6 @@ class RowCache(Generic[K, R]):
             self._entries.popitem(last=False)
             self.evicted_capacity += 1
 
-    def forget(self, key: K) -> None:
-        self._entries.pop(key, None)
-
     def forget_where(self, match: Callable[[K], bool]) -> int:
         """Drop the entries whose key matches; returns how many."""
         gone = [key for key in self._entries if match(key)]
@@ -143,7 +140,7 @@ class Chosen(Generic[R]):
 async def rows_to_write(
     scraped: Sequence[R], cache: RowCache[K, R],
     lookup: Callable[[Sequence[R]], Awaitable[Mapping[K, R]]],
-    rule: Callable[[R, R | None], Decision], decisions: Counter[str],
+    rule: Callable[[R, R | None], WriteDecision], decisions: Counter[str],
 ) -> Chosen[R]:
     """The scraped rows ``rule`` keeps against each series' latest confirmed row.
 
@@ -171,7 +168,7 @@ async def rows_to_write(
     return chosen
 
 
-def _apply(decision: Decision, row: R, chosen: Chosen[R], decisions: Counter[str]) -> None:
+def _apply(decision: WriteDecision, row: R, chosen: Chosen[R], decisions: Counter[str]) -> None:
     decisions[decision.reason] += 1
     if decision.write:
         chosen.rows.append(row)

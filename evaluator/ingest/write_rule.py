@@ -27,7 +27,7 @@ series can be arbitrarily old: the lookup on a cache miss is not bounded in time
 tiny next to the samples), and retention keeps every series' newest row (it is the base the next
 change is compared with).
 
-Both rules answer with a :class:`Decision` (write or not, and the reason counted in
+Both rules answer with a :class:`WriteDecision` (write or not, and the reason counted in
 ``write_decisions_total{reason}``), so one cycle algorithm (``ingest/cycle.py``) applies either.
 """
 
@@ -55,11 +55,6 @@ class Reason(StrEnum):
     UNCHANGED = "unchanged"
 
 
-WRITE_REASONS: Final = frozenset(
-    {Reason.FIRST, Reason.UUID_CHANGED, Reason.CHANGED, Reason.LATEST_IN_FUTURE, Reason.KEEPALIVE}
-)
-
-
 class XidReason(StrEnum):
     """Why a scraped XID count was or was not written (``write_decisions_total{reason}``)."""
 
@@ -70,16 +65,16 @@ class XidReason(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class WriteDecision:
     write: bool
     reason: Reason | XidReason
 
 
-_SKIP_UNKNOWN: Final = Decision(False, Reason.ALL_UNKNOWN)
-_SKIP_UNCHANGED: Final = Decision(False, Reason.UNCHANGED)
+_SKIP_UNKNOWN: Final = WriteDecision(False, Reason.ALL_UNKNOWN)
+_SKIP_UNCHANGED: Final = WriteDecision(False, Reason.UNCHANGED)
 
 
-def decide(scraped: Sample, latest: Sample | None, keepalive: timedelta) -> Decision:
+def decide(scraped: Sample, latest: Sample | None, keepalive: timedelta) -> WriteDecision:
     """Write or skip ``scraped`` given the latest row confirmed in the store (None: none).
 
     "Now" is ``scraped.sampled_at`` (the evaluator's scrape time), so the function reads no
@@ -89,16 +84,16 @@ def decide(scraped: Sample, latest: Sample | None, keepalive: timedelta) -> Deci
     if scraped.counters.all_unknown():
         return _SKIP_UNKNOWN
     if latest is None:
-        return Decision(True, Reason.FIRST)
+        return WriteDecision(True, Reason.FIRST)
     if scraped.gpu_uuid != latest.gpu_uuid:
-        return Decision(True, Reason.UUID_CHANGED)
+        return WriteDecision(True, Reason.UUID_CHANGED)
     if scraped.counters != latest.counters or scraped.details != latest.details:
-        return Decision(True, Reason.CHANGED)
+        return WriteDecision(True, Reason.CHANGED)
     age = scraped.sampled_at - latest.sampled_at
     if age < timedelta(0):
-        return Decision(True, Reason.LATEST_IN_FUTURE)
+        return WriteDecision(True, Reason.LATEST_IN_FUTURE)
     if age >= keepalive:
-        return Decision(True, Reason.KEEPALIVE)
+        return WriteDecision(True, Reason.KEEPALIVE)
     return _SKIP_UNCHANGED
 
 
@@ -114,7 +109,7 @@ def decide_xid(scraped: XidSample, latest: XidSample | None) -> XidReason:
 
 
 def xid_decision(scraped: XidSample, latest: XidSample | None,
-                 _keepalive: timedelta | None = None) -> Decision:
+                 _keepalive: timedelta | None = None) -> WriteDecision:
     """:func:`decide_xid` in the shape of :func:`decide` (XID series have no keepalive)."""
     reason = decide_xid(scraped, latest)
-    return Decision(reason is not XidReason.UNCHANGED, reason)
+    return WriteDecision(reason is not XidReason.UNCHANGED, reason)

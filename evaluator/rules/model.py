@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Literal
 
 Layer = Literal["strong", "trend", "weak"]
-LAYERS: tuple[Layer, ...] = ("strong", "trend", "weak")
 
 Value = int | float | str | None
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
+from evaluator.model import ResolvedStatus
 from gpu_health.clock import rfc3339
 
-Status = Literal["hit", "miss", "voided"]
+Status = ResolvedStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +101,11 @@ def classify(o: WindowObservation) -> Outcome | None:
         f"no uncorrectable ECC increase over the window ({start} at t0, max {o.max_uncorrected} "
         f"in {o.known_uncorrected} known samples, last at {_ts(o.last_sample_at)})",
     )
+
+
+def prediction_class(t0: datetime, unc0: int | None, evidence: datetime | None) -> str:
+    """A prediction's class for the per-class statistics: ``repeat`` when its card showed a
+    fault at or before t0 (an uncorrectable count above 0 at t0, or fault evidence no later),
+    else ``first_fault`` (the predictions that matter most: a card not known to be failing)."""
+    repeat = (unc0 is not None and unc0 > 0) or (evidence is not None and evidence <= t0)
+    return "repeat" if repeat else "first_fault"

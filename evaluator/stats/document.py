@@ -27,6 +27,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+from evaluator.model import STATUSES
 from evaluator.rules.faults import fault_events
 from evaluator.stats.intervals import ci95
 from evaluator.store.db import Database
@@ -42,7 +43,6 @@ DEFAULT_RETENTION_DAYS: Final = 180
 WINDOWS: Final = (7, 30)
 DEFAULT_MIN_MATURED: Final = 20
 DEFAULT_MIN_OBSERVED_DAYS: Final = 8
-STATUSES: Final = ("pending", "hit", "miss", "voided")
 # ``first_fault``: made on a card with no fault observed at or before its t0 (an early warning);
 # ``repeat``: made on a card that had already failed ("a failed card fails again").
 CLASSES: Final = ("first_fault", "repeat")

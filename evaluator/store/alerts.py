@@ -18,19 +18,17 @@ out are aware UTC; the naive-UTC conversion happens here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
+from evaluator.store.conflicts import retry_conflicts
 from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.durations import format_duration
-from gpu_health.errors import StoreError
 
 SYSTEM_ACTOR: Final = "system"
-_ATTEMPTS: Final = 5
-T = TypeVar("T")
 
 _OPEN = """
 INSERT INTO gpu_health_alerts (id, node_id, tenant, prediction_id, opened_at)
@@ -94,16 +92,6 @@ class AlertView:
     outcome: str | None
     action: str | None = None  # the card's recommended action, set by the alert loop
     node_gpus: tuple[int, ...] = ()  # GPUs of the node with a live real prediction
-
-
-@dataclass(frozen=True, slots=True)
-class AuditEntry:
-    at: datetime
-    actor: str
-    action: str
-    node_id: str
-    alert_id: str
-    reason: str
 
 
 def _time(value: Any) -> datetime | None:
@@ -186,18 +174,6 @@ def mark_sent(db: Database, sent: Collection[str], ended: Collection[str],
                    {"now": to_naive_utc(now), "ids": sorted(ended)})
 
 
-def _retry_conflicts(fn: Callable[[], T]) -> T:
-    """Re-run a transaction that lost a write-write race (DuckDB's optimistic concurrency fails
-    the second writer of a row instead of waiting; the alert loop updates the same rows)."""
-    for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            return fn()
-        except StoreError as exc:
-            if exc.reason != "conflict" or attempt == _ATTEMPTS:
-                raise
-    raise AssertionError("unreachable")
-
-
 def resolve_alert(db: Database, node_id: str, *, actor: str, reason: str,
                   now: datetime) -> AlertView | None:
     """Close the node's open alert (operator action, audited); None when none is open."""
@@ -215,7 +191,7 @@ def resolve_alert(db: Database, node_id: str, *, actor: str, reason: str,
             _audit(db, now, actor, "resolve", [(node_id, str(rows[0][0]), reason)])
             return str(rows[0][0])
 
-    alert_id = _retry_conflicts(close)
+    alert_id = retry_conflicts(close)
     if alert_id is None:
         return None
     sql = _VIEW.format(where="a.id = $id")
@@ -249,12 +225,3 @@ def close_removed_nodes(db: Database, present: Collection[str], *, grace: timede
     return closed
 
 
-def audit_log(db: Database, node_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
-    """The newest audit entries (of one node), newest first."""
-    where, params = ("WHERE node_id = $node", {"node": node_id}) if node_id else ("", {})
-    rows = db.fetchall(
-        f"SELECT happened_at, actor, action, node_id, alert_id, reason "
-        f"FROM gpu_health_alert_audit {where} ORDER BY happened_at DESC, seq DESC LIMIT $limit",
-        {**params, "limit": limit})
-    return [AuditEntry(from_naive_utc(at), str(actor), str(action), str(node), str(aid),
-                       str(reason)) for at, actor, action, node, aid, reason in rows]

@@ -131,15 +131,6 @@ def purge_simulated(db: Database) -> int:
     return samples
 
 
-def count_samples(db: Database, source: str | None = None) -> int:
-    """Rows in ``gpu_health_samples`` (of one source, or all)."""
-    if source is None:
-        row = db.fetchone("SELECT count(*) FROM gpu_health_samples")
-    else:
-        row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE source = ?", [source])
-    return int(row[0])
-
-
 def simulated_nodes_present(db: Database, node_ids: Sequence[str]) -> list[str]:
     """Which of ``node_ids`` already have simulated samples."""
     if not node_ids:

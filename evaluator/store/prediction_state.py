@@ -47,9 +47,3 @@ def open_predictions(db: Database, *, now: datetime,
         for node, gpu, uuid, version, window, signal, layer, t0, end in rows
     )
 
-
-def real_nodes(db: Database) -> list[str]:
-    """Node ids with real samples (the demo refuses to write into such a store)."""
-    rows = db.fetchall("SELECT DISTINCT node_id FROM gpu_health_samples WHERE source = $source",
-                       {"source": SOURCE_REAL})
-    return sorted(str(r[0]) for r in rows)

@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from evaluator.model import RESOLVED
 from evaluator.rules.model import Decision
 from evaluator.rules.outcome import Outcome
+from evaluator.store.conflicts import retry_conflicts
 from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc, to_naive_utc
-from gpu_health.errors import StoreError
 
 log = logging.getLogger(__name__)
 
-_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,15 +56,7 @@ class NewPrediction:
 
 def run_idempotent(db: Database, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Any]:
     """fetchall, re-run on a write-write conflict with a concurrent instance (see module doc)."""
-    for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            return db.fetchall(sql, params)
-        except StoreError as exc:
-            if exc.reason != "conflict" or attempt == _ATTEMPTS:
-                raise
-            log.info("write conflict with a concurrent writer (attempt %d), re-running: %s",
-                     attempt, exc)
-    raise AssertionError("unreachable")
+    return retry_conflicts(lambda: db.fetchall(sql, params))
 
 
 def prediction_id(node_id: str, gpu_index: int, gpu_uuid: str | None, source: str,
@@ -155,7 +147,7 @@ RETURNING p.id
 
 def resolve(db: Database, outcomes: Sequence[Outcome], now: datetime) -> dict[str, int]:
     """One compare-and-set UPDATE per outcome kind; returns how many rows THIS call changed."""
-    changed: dict[str, int] = {"hit": 0, "miss": 0, "voided": 0}
+    changed: dict[str, int] = dict.fromkeys(RESOLVED, 0)
     for status in changed:
         chosen = [o for o in outcomes if o.status == status]
         if not chosen:
@@ -224,7 +216,7 @@ RETURNING p.id
 def resolve_each(db: Database, decided: Sequence[tuple[Outcome, datetime]]) -> dict[str, int]:
     """Compare-and-set outcomes, each with its own resolution time (a replay that decides
     many ticks' outcomes at once); returns how many rows of each status changed."""
-    changed: dict[str, int] = {"hit": 0, "miss": 0, "voided": 0}
+    changed: dict[str, int] = dict.fromkeys(RESOLVED, 0)
     if not decided:
         return changed
     rows = run_idempotent(db, _RESOLVE_EACH, {

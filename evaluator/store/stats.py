@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from evaluator.rules.outcome import prediction_class
 from evaluator.store.db import Database
 from evaluator.store.sample_facts import (
     Card,
@@ -122,12 +123,6 @@ def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
         faults=tuple(replace(f, first=_is_first(f, evidence)) for f in faults),
         fault_xids=xids,
     )
-
-
-def prediction_class(t0: datetime, unc0: int | None, evidence: datetime | None) -> str:
-    """``repeat`` when the card showed a fault at or before t0, else ``first_fault``."""
-    repeat = (unc0 is not None and unc0 > 0) or (evidence is not None and evidence <= t0)
-    return "repeat" if repeat else "first_fault"
 
 
 def _is_first(fault: Fault, evidence: dict[Card, datetime]) -> bool:

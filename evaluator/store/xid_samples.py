@@ -115,8 +115,3 @@ def delete_xid_samples_before(db: Database, cutoff: datetime) -> int:
     )
 
 
-def count_xid_samples(db: Database, source: str | None = None) -> int:
-    """Rows in ``gpu_health_xid_samples`` (of one source, or all)."""
-    if source is None:
-        return int(db.fetchone(f"SELECT count(*) FROM {TABLE}")[0])
-    return int(db.fetchone(f"SELECT count(*) FROM {TABLE} WHERE source = ?", [source])[0])

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 
+from evaluator.store.db import Database
 from evaluator.store.schema import MIGRATIONS, Only
+from gpu_health.clock import from_naive_utc
 
 
 @contextmanager
@@ -37,3 +40,42 @@ def older_file(path: Path, version: int) -> Iterator[duckdb.DuckDBPyConnection]:
         yield con
     finally:
         con.close()
+
+
+# Test-only reads (issue 31: they lived in product modules no product code calls).
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    at: datetime
+    actor: str
+    action: str
+    node_id: str
+    alert_id: str
+    reason: str
+
+
+def count_samples(db: Database, source: str | None = None) -> int:
+    """Rows in ``gpu_health_samples`` (of one source, or all)."""
+    if source is None:
+        row = db.fetchone("SELECT count(*) FROM gpu_health_samples")
+    else:
+        row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE source = ?", [source])
+    return int(row[0])
+
+
+def count_xid_samples(db: Database, source: str | None = None) -> int:
+    """Rows in ``gpu_health_xid_samples`` (of one source, or all)."""
+    if source is None:
+        return int(db.fetchone("SELECT count(*) FROM gpu_health_xid_samples")[0])
+    return int(db.fetchone("SELECT count(*) FROM gpu_health_xid_samples WHERE source = ?",
+                           [source])[0])
+
+
+def audit_log(db: Database, node_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+    """The newest audit entries (of one node), newest first."""
+    where, params = ("WHERE node_id = $node", {"node": node_id}) if node_id else ("", {})
+    rows = db.fetchall(
+        f"SELECT happened_at, actor, action, node_id, alert_id, reason "
+        f"FROM gpu_health_alert_audit {where} ORDER BY happened_at DESC, seq DESC LIMIT $limit",
+        {**params, "limit": limit})
+    return [AuditEntry(from_naive_utc(at), str(actor), str(action), str(node), str(aid),
+                       str(reason)) for at, actor, action, node, aid, reason in rows]

@@ -29,6 +29,7 @@ from evaluator.http.api.schema_parts import (
     obj,
     ref,
 )
+from evaluator.model import STATUSES
 from gpu_health import __version__
 
 PREFIX: Final = "/api/v1/gpu-health"
@@ -42,7 +43,7 @@ _PREDICTION: Final = obj({
     "window_end": TS, "predicted_at": TS, "signal": STR, "layer": STR,
     "evidence": {**STR, "description": "The rule's evidence, as stored."},
     "uncorrected_at_t0": INT_NULL,
-    "status": {"type": "string", "enum": ["pending", "hit", "miss", "voided"]},
+    "status": {"type": "string", "enum": list(STATUSES)},
     "resolved_at": TS_NULL, "outcome": STR_NULL,
     "shadow": {"type": "boolean", "description": "Made by a shadow version (rules.shadow): "
                                                  "never alerted, not in the default statistics."},
@@ -55,7 +56,7 @@ _CI95: Final = {
     "description": "[low, high]: the 95% Wilson score interval of the ratio beside it, from "
                    "the counts shown; null whenever the ratio is null."}
 _CLASS_STATS: Final = obj({
-    "predictions": obj(dict.fromkeys(("pending", "hit", "miss", "voided"), INT)),
+    "predictions": obj(dict.fromkeys(STATUSES, INT)),
     "matured": INT, "precision": _NUMBER_NULL, "recall": _NUMBER_NULL, "f1": _NUMBER_NULL,
     "precision_ci95": _CI95, "recall_ci95": _CI95,
     "faulty_cards": INT, "predicted_faulty_cards": INT, "missed_cards": INT,
@@ -73,7 +74,7 @@ _STATS_WINDOW: Final = obj({
                                     "(the active rule set's): ecc_uncorrected, plus xid:<code> "
                                     "per memory XID it counts. Precision uses each "
                                     "prediction's frozen outcome."},
-    "predictions": obj(dict.fromkeys(("pending", "hit", "miss", "voided"), INT)),
+    "predictions": obj(dict.fromkeys(STATUSES, INT)),
     "matured": {**INT, "description": "hit + miss (pending and voided excluded)."},
     "precision": _NUMBER_NULL, "recall": _NUMBER_NULL, "f1": _NUMBER_NULL,
     "precision_ci95": _CI95, "recall_ci95": _CI95,

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from evaluator.model import STATUSES
 from gpu_health.contract import SOURCE_REAL, SOURCES
 from gpu_health.errors import ApiError
-
-STATUSES = ("pending", "hit", "miss", "voided")
 
 # Upper bounds keep values inside the store's column types (INTEGER / BIGINT): an out-of-range
 # value must be a 400 here, not a driver error (500) later.
@@ -198,7 +197,7 @@ PARAMETERS: Final[dict[str, dict[str, Any]]] = {
                             required=True),
     "source": _param("source", {"type": "string", "enum": list(SOURCES), "default": "real"},
                      "Data source. The two never mix: there is no 'all'.", "real"),
-    "status": _param("status", {"type": "string", "enum": ["pending", "hit", "miss", "voided"]},
+    "status": _param("status", {"type": "string", "enum": list(STATUSES)},
                      "Only predictions in this state.", "hit"),
     "since": _param("since", _STR, TIME_DESC + "Lower bound (inclusive).",
                     "2026-01-01T00:00:00Z"),

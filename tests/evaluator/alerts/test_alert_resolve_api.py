@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from evaluator.http.api.openapi import document
 from evaluator.http.api.routes import ENDPOINTS, Action
 from evaluator.store import Database
-from evaluator.store.alerts import audit_log, open_alerts, open_new_alerts
+from evaluator.store.alerts import open_alerts, open_new_alerts
 from tests.conftest import NewDb
 from tests.evaluator.api_support import (
     NOW,
@@ -24,6 +24,7 @@ from tests.evaluator.api_support import (
     serve,
     token_set,
 )
+from tests.evaluator.store_support import audit_log
 
 PATH = "/api/v1/gpu-health/alerts/{node}/resolve"
 DOC = document()

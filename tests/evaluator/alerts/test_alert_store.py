@@ -12,7 +12,6 @@ import pytest
 
 from evaluator.store import Database
 from evaluator.store.alerts import (
-    audit_log,
     close_removed_nodes,
     closing_alerts,
     mark_sent,
@@ -22,6 +21,7 @@ from evaluator.store.alerts import (
 )
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_node, add_prediction
+from tests.evaluator.store_support import audit_log
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)

@@ -23,7 +23,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from evaluator.backtest.prometheus import PrometheusSource, chunks, import_prometheus
+from evaluator.backtest.prometheus import PrometheusRange, chunks, import_prometheus
 from evaluator.ingest.prometheus.metricsets import DCGM, NVIDIA_SMI, OURS, MetricSet
 from evaluator.ingest.write_rule import decide
 from evaluator.main import main
@@ -153,12 +153,12 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def source(url: str, ms: MetricSet, max_points: int = 10_000) -> PrometheusSource:
-    return PrometheusSource(url=url, metrics=ms, since=DAY0,
+def source(url: str, ms: MetricSet, max_points: int = 10_000) -> PrometheusRange:
+    return PrometheusRange(url=url, metrics=ms, since=DAY0,
                             until=DAY0 + (MINUTES - 1) * STEP, step=STEP, max_points=max_points)
 
 
-def imported(tmp_path: Path, src: PrometheusSource, name: str = "bt.duckdb") -> Database:
+def imported(tmp_path: Path, src: PrometheusRange, name: str = "bt.duckdb") -> Database:
     db = Database(tmp_path / name)
     asyncio.run(import_prometheus(db, src, KEEP))
     return db
@@ -233,7 +233,7 @@ def test_small_chunks_and_the_real_11000_points_error_give_the_same_rows(
     small = imported(tmp_path, source(prometheus, OURS, max_points=500), "small.duckdb")
     # 10-second steps over 3 days in one request: Prometheus answers 400 "exceeded maximum
     # resolution of 11,000 points per timeseries"; the chunk is split until it is accepted
-    fine = PrometheusSource(url=prometheus, metrics=OURS, since=DAY0,
+    fine = PrometheusRange(url=prometheus, metrics=OURS, since=DAY0,
                             until=DAY0 + (MINUTES - 1) * STEP, step=timedelta(seconds=10),
                             max_points=30_000)
     db = Database(tmp_path / "fine.duckdb")

@@ -20,9 +20,9 @@ from evaluator.model import CardKey, Sample
 from evaluator.selfmetrics import SelfMetrics
 from evaluator.store.cycles import write_cycle
 from evaluator.store.db import Database
-from evaluator.store.maintenance import count_samples
 from tests.conftest import NewDb
 from tests.evaluator.ingest_support import FakeClock, a100
+from tests.evaluator.store_support import count_samples
 
 DAY = timedelta(days=1)
 

@@ -17,12 +17,13 @@ from evaluator.ingest.write_rule import XidReason, decide_xid
 from evaluator.model import CardKey, Counters, Sample, XidKey, XidSample
 from evaluator.store.cycles import write_cycle
 from evaluator.store.db import Database
-from evaluator.store.maintenance import count_samples, delete_samples_before, purge_simulated
-from evaluator.store.xid_samples import count_xid_samples, latest_xid_rows
+from evaluator.store.maintenance import delete_samples_before, purge_simulated
+from evaluator.store.xid_samples import latest_xid_rows
 from gpu_health.clock import from_naive_utc
 from gpu_health.errors import StoreError
 from tests.conftest import NewDb
 from tests.evaluator.ingest_support import T0, FakeClock, a100
+from tests.evaluator.store_support import count_samples, count_xid_samples
 
 
 @pytest.fixture

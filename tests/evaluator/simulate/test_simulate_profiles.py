@@ -17,9 +17,9 @@ from evaluator.simulate.profiles import PROFILES, change_only, readings
 from evaluator.simulate.writer import run_simulation
 from evaluator.store.cycles import write_cycle
 from evaluator.store.db import Database
-from evaluator.store.maintenance import count_samples
 from gpu_health.errors import ConfigError
 from tests.evaluator.ingest_support import T0, FakeClock, a100
+from tests.evaluator.store_support import count_samples
 
 KEY = CardKey("sim-x", 0)
 MIN = timedelta(minutes=1)

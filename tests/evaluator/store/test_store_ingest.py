@@ -16,7 +16,6 @@ from evaluator.store.cycles import write_cycle
 from evaluator.store.db import Database
 from evaluator.store.maintenance import (
     NodeRecord,
-    count_samples,
     delete_samples_before,
     purge_simulated,
     simulated_nodes_present,
@@ -27,6 +26,7 @@ from gpu_health.clock import from_naive_utc
 from gpu_health.errors import StoreError
 from tests.conftest import NewDb
 from tests.evaluator.ingest_support import T0, a100
+from tests.evaluator.store_support import count_samples
 from tests.shared import REPO
 
 

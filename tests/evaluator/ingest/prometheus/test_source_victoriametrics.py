@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from evaluator.backtest.prometheus import PrometheusSource, import_prometheus
+from evaluator.backtest.prometheus import PrometheusRange, import_prometheus
 from evaluator.compose import Service, build_service
 from evaluator.config.file import parse_config
 from evaluator.ingest.prometheus.metricsets import DCGM
@@ -304,7 +304,7 @@ def test_change_points_give_the_rows_of_reading_every_step(vm: str, tmp_path: Pa
     both store the same rows (chunks of 700 steps: the change state crosses chunk edges)."""
     since, until = DAY0 + timedelta(days=3, minutes=1), DAY0 + timedelta(days=6, hours=12)
     imported = Database(tmp_path / "import.duckdb")
-    asyncio.run(import_prometheus(imported, PrometheusSource(
+    asyncio.run(import_prometheus(imported, PrometheusRange(
         url=vm, metrics=DCGM, since=since, until=until, step=STEP, max_points=700),
         timedelta(minutes=5)))
     clock = Clock(until + timedelta(minutes=2))
