@@ -59,7 +59,8 @@ def simulate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="node id prefix; nodes are <prefix><profile> (sim-)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
     parser.add_argument("--end", default=None,
-                        help="end of the history, ISO 8601 with a zone (default: now)")
+                        help="end of the history, RFC 3339 with an offset or Unix seconds "
+                        "(default: now)")
     parser.add_argument("--storage", type=Path, default=None,
                         help="DuckDB file (default: storage.path of --config)")
 

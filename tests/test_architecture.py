@@ -8,6 +8,7 @@ at all, module size, and that each outside edge has exactly one owner.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -93,6 +94,11 @@ def test_time_formatting_and_duration_parsing_live_once() -> None:
     assert found == {"gpu_health/clock.py"}
     found = {relative(p) for p in sources() if "def parse_duration" in p.read_text("utf-8")}
     assert found == {"gpu_health/durations.py"}
+    # Issue 31: the API, the event files and simulate --end each parsed times their own way
+    # (text parsing; a float from Prometheus's JSON goes through fromtimestamp, not here).
+    found = {relative(p) for p in sources()
+             if re.search(r"fromisoformat\(|strptime\(", p.read_text("utf-8"))}
+    assert found == {"gpu_health/timestamps.py"}
 
 
 def test_every_subcommand_has_arguments_and_a_runner() -> None:

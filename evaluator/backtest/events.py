@@ -3,7 +3,8 @@
 One CSV row is one error event of one card: key columns naming the card, a time, and a type.
 Types map to ``correctable`` or ``uncorrectable``; every other type is refused unless listed as
 ignored (an unmapped ``XID`` column silently dropped would shrink the fault count). Times are Unix
-seconds or ISO 8601 with a zone; a zone-less time is refused (its offset is a guess).
+seconds or ISO 8601 with a zone in its RFC 3339 form (:mod:`gpu_health.timestamps`); a
+zone-less time is refused (its offset is a guess).
 
 A card is ``node_id`` (the node columns joined with ``/``) plus ``gpu_index``, taken from the
 trailing digits of the device column (``DSA3`` -> 3) when every device name has some and no two
@@ -25,7 +26,6 @@ The Calchas preset reads the public HBM dataset of Wu et al. (USENIX ATC '24): c
 from __future__ import annotations
 
 import csv
-import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
 from gpu_health.errors import ConfigError
+from gpu_health.timestamps import parse_timestamp
 
 Kind = Literal["corrected", "uncorrected"]
 MAX_LISTED: Final = 20
@@ -93,19 +94,12 @@ class CardHistory:
 
 
 def parse_time(text: str) -> datetime | None:
-    """Unix seconds (integer or decimal) or ISO 8601 with a zone -> aware UTC; None otherwise."""
-    value = text.strip()
+    """A cell's time through :func:`gpu_health.timestamps.parse_timestamp` (surrounding blanks
+    ignored); None when it is not one."""
     try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if math.isfinite(seconds):
-        return _EPOCH + timedelta(seconds=seconds)
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        return parse_timestamp(text.strip())
     except ValueError:
         return None
-    return None if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def _row(row: dict[str, str], line: int, columns: EventColumns,

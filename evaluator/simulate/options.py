@@ -11,6 +11,7 @@ from evaluator.config.file import Config
 from evaluator.config.values import Checker
 from evaluator.simulate.profiles import PROFILES
 from gpu_health.durations import parse_duration
+from gpu_health.timestamps import parse_timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +51,9 @@ def simulate_options(args: argparse.Namespace, config: Config) -> SimulateOption
     end = None
     if args.end is not None:
         try:
-            end = datetime.fromisoformat(args.end)
-        except ValueError:
-            c.problem(f"--end {args.end!r} is not an ISO 8601 date-time")
-        if end is not None and end.tzinfo is None:
-            c.problem("--end needs a time zone (e.g. 2026-01-31T00:00:00Z)")
+            end = parse_timestamp(args.end.strip())
+        except ValueError as exc:
+            c.problem(f"--end {args.end!r}: {exc}")
     c.raise_if_any()
     return SimulateOptions(
         storage_path=args.storage or config.storage_path, purge=args.purge, profiles=profiles,

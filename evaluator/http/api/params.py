@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from evaluator.model import STATUSES
 from gpu_health.contract import SOURCE_REAL, SOURCES
 from gpu_health.errors import ApiError
+from gpu_health.timestamps import parse_timestamp
 
 # Upper bounds keep values inside the store's column types (INTEGER / BIGINT): an out-of-range
 # value must be a 400 here, not a driver error (500) later.
@@ -24,15 +25,6 @@ INT32_MAX = 2**31 - 1
 MAX_TEXT = 256
 
 _INT = re.compile(r"0|[1-9][0-9]{0,18}")
-_UNIX = re.compile(r"([0-9]{1,12})(?:\.([0-9]{1,9}))?")
-# RFC 3339 date-time. The offset is mandatory: a naive time would silently mean server-local or
-# UTC depending on who reads it. A space before the offset is a '+' that the query-string decoding
-# turned into a space (``?since=2026-01-01T00:00:00+08:00`` sent unencoded); it is unambiguous
-# there, so accept it rather than make every curl user percent-encode '+'.
-_RFC3339 = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+\- ]\d{2}:\d{2})",
-    re.ASCII,  # \d would otherwise accept any Unicode digit
-)
 
 
 # Error bodies never echo what a client sent: no value is quoted back, and the name of an
@@ -61,28 +53,12 @@ def parse_int(param: str, raw: str, *, minimum: int = 0, maximum: int = INT32_MA
 
 
 def parse_time(param: str, raw: str) -> datetime:
-    """RFC 3339 with an explicit offset, or Unix seconds (optionally fractional) -> aware UTC."""
-    unix = _UNIX.fullmatch(raw)
-    if unix:
-        seconds, fraction = int(unix.group(1)), (unix.group(2) or "").ljust(6, "0")[:6]
-        try:
-            return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=int(fraction))
-        except (OverflowError, OSError, ValueError) as exc:
-            raise _bad(param, "Unix time out of range") from exc
-    match = _RFC3339.fullmatch(raw)
-    if not match:
-        raise _bad(
-            param,
-            "expected RFC 3339 with an offset (2026-01-31T08:00:00Z) or Unix seconds",
-        )
-    date, clock, fraction, offset = match.groups()
-    offset = "+00:00" if offset in ("Z", "z") else offset.replace(" ", "+")
-    micro = f".{fraction.ljust(6, '0')[:6]}" if fraction else ""
+    """A query value through :func:`gpu_health.timestamps.parse_timestamp`; 400 naming the
+    parameter otherwise."""
     try:
-        value = datetime.fromisoformat(f"{date}T{clock}{micro}{offset}")
+        return parse_timestamp(raw)
     except ValueError as exc:
-        raise _bad(param, "not a valid date-time") from exc
-    return value.astimezone(UTC)
+        raise _bad(param, str(exc)) from None
 
 
 def parse_choice(param: str, raw: str, choices: Collection[str]) -> str:
