@@ -154,7 +154,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Bac
         db_path=args.db or default_path(now),
         live_paths=(config.storage_path, DEFAULT_STORAGE),
         source=inputs.source, rule_files=rules, sweeps=tuple(sweeps),
-        keepalive=timedelta(seconds=config.keepalive_seconds),
+        keepalive=config.keepalive,
         output=args.output, plot=args.plot, progress=args.progress, skip=not args.every_tick,
         baselines=args.baselines, rules_dir=config.rules.dir,
         since=inputs.since, until=inputs.until, costs=costs,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from evaluator.backtest.command import cost_options, input_options
@@ -56,7 +56,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Cal
     bt = BacktestOptions(
         db_path=args.db or default_path(now), live_paths=(config.storage_path, DEFAULT_STORAGE),
         source=inputs.source, rule_files=(base,),
-        keepalive=timedelta(seconds=config.keepalive_seconds), output=args.output,
+        keepalive=config.keepalive, output=args.output,
         progress=args.progress, rules_dir=config.rules.dir, since=inputs.since,
         until=inputs.until, costs=costs)
     return CalibrateOptions(

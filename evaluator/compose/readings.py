@@ -65,7 +65,7 @@ def _ingestor(config: Config, app: EvaluatorApp, db: Database,
               retention: Retention) -> Ingestor:
     """Write rule + dedup -> store, whichever source the readings come from."""
     cache = DedupCache(config.dedup.max_entries, timedelta(seconds=config.dedup.idle_seconds))
-    return Ingestor(db, cache, keepalive=timedelta(seconds=config.keepalive_seconds),
+    return Ingestor(db, cache, keepalive=config.keepalive,
                     source=config.ingest_source, metrics=app.metrics,
                     on_written=retention.note_written)
 
@@ -82,7 +82,7 @@ def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
                               forget_after=timedelta(seconds=config.dedup.idle_seconds))
     bootstrap = HistoryBootstrap(db, c, source, ruleset=rulesets[0], shadows=rulesets[1:],
                                  clock=clock,
-                                 keepalive=timedelta(seconds=config.keepalive_seconds))
+                                 keepalive=config.keepalive)
     app.on_start(source.open)
     app.on_start(bootstrap.prepare)
     app.on_stop(source.close)

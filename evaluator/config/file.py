@@ -15,6 +15,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,7 +45,7 @@ RETENTION_ENV: Final = "GPU_HEALTH_RETENTION_DAYS"
 _VERSION_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _TOP_KEYS: Final = (
     "scrape", "static_configs", "file_sd_configs", "http_sd_configs", "storage", "web", "dedup",
-    "keepalive_seconds", "alerting", "rules", "api", "ingest", "ha", "remediation",
+    "keepalive", "keepalive_seconds", "alerting", "rules", "api", "ingest", "ha", "remediation",
 )
 DEFAULT_SAMPLE_LIMIT: Final = 5000
 DEFAULT_MAX_CARDS: Final = 64
@@ -68,9 +69,14 @@ class ScrapeConfig:
     target_limit: int = DEFAULT_TARGET_LIMIT
 
 
+# An unchanged card still gets one row per keepalive (the reference's 288 rows per card-day at
+# most); the write rule, simulate and the backtest take this default from here.
+DEFAULT_KEEPALIVE: Final = timedelta(minutes=5)
+
+
 @dataclass(frozen=True, slots=True)
 class DedupConfig:
-    max_entries: int = 4096
+    max_entries: int = 4096  # 512 nodes x 8 cards
     idle_seconds: float = 1800.0
 
 
@@ -93,7 +99,7 @@ class Config:
     listen_host: str = "127.0.0.1"
     listen_port: int = 9836
     dedup: DedupConfig = field(default_factory=DedupConfig)
-    keepalive_seconds: float = 300.0
+    keepalive: timedelta = DEFAULT_KEEPALIVE
     alerting: AlertingConfig = field(default_factory=AlertingConfig)
     remediation: SlurmRemediation = field(default_factory=SlurmRemediation)
     web_external_url: str | None = None  # None: http://<listen address>
@@ -193,6 +199,7 @@ def parse_config(
     web_raw = c.section(raw, "web", ("listen_address", "external_url"))
     host, port = _listen(c, web_raw)
     dedup_raw = c.section(raw, "dedup", ("max_entries", "idle_seconds"))
+    dedup = DedupConfig()
     storage_path, postgres = parse_storage(c, raw, base, DEFAULT_STORAGE)
     rules, tokens = _consumers(c, raw, base)
     config = Config(
@@ -206,11 +213,12 @@ def parse_config(
         listen_host=host,
         listen_port=port,
         dedup=DedupConfig(
-            max_entries=c.integer(dedup_raw, "max_entries", "dedup.max_entries", 4096, 1,
-                                  10_000_000),
-            idle_seconds=c.duration(dedup_raw, "idle_seconds", "dedup.idle_seconds", 1800.0),
+            max_entries=c.integer(dedup_raw, "max_entries", "dedup.max_entries",
+                                  dedup.max_entries, 1, 10_000_000),
+            idle_seconds=c.duration(dedup_raw, "idle_seconds", "dedup.idle_seconds",
+                                    dedup.idle_seconds),
         ),
-        keepalive_seconds=c.duration(raw, "keepalive_seconds", "keepalive_seconds", 300.0),
+        keepalive=_keepalive(c, raw),
         alerting=parse_alerting(c, raw),
         web_external_url=parse_external_url(c, web_raw),
         rules=rules,
@@ -240,29 +248,44 @@ def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesCon
     return RulesConfig(rules_dir, active, shadow), None if tokens is None else base / tokens
 
 
+def _keepalive(c: Checker, raw: Mapping[str, Any]) -> timedelta:
+    """``keepalive``; its old name ``keepalive_seconds`` (which took a duration all along) is
+    read with a warning."""
+    default = DEFAULT_KEEPALIVE.total_seconds()
+    if "keepalive_seconds" not in raw:
+        return timedelta(seconds=c.duration(raw, "keepalive", "keepalive", default))
+    if "keepalive" in raw:
+        c.problem("keepalive_seconds is the old name of keepalive: give keepalive only")
+    else:
+        log.warning("config: keepalive_seconds is renamed keepalive (it takes a duration, "
+                    "e.g. 5m); the old name still works")
+    return timedelta(seconds=c.duration(raw, "keepalive_seconds", "keepalive_seconds", default))
+
+
 def _scrape(c: Checker, value: object) -> ScrapeConfig:
     raw = c.section({"scrape": value}, "scrape",
                     ("interval", "timeout", "max_concurrency", "max_response_bytes",
                      "sample_limit", "max_cards_per_target", "target_limit"))
-    interval = c.duration(raw, "interval", "scrape.interval", 60.0)
-    timeout = c.duration(raw, "timeout", "scrape.timeout", min(10.0, interval))
+    d = ScrapeConfig()
+    interval = c.duration(raw, "interval", "scrape.interval", d.interval)
+    timeout = c.duration(raw, "timeout", "scrape.timeout", min(d.timeout, interval))
     if timeout > interval:
         c.problem(f"scrape.timeout ({timeout:g}s) must not exceed scrape.interval "
                   f"({interval:g}s)")
     return ScrapeConfig(
         interval=interval,
         timeout=timeout,
-        max_concurrency=c.integer(raw, "max_concurrency", "scrape.max_concurrency", 64, 1,
-                                  10_000),
+        max_concurrency=c.integer(raw, "max_concurrency", "scrape.max_concurrency",
+                                  d.max_concurrency, 1, 10_000),
         max_response_bytes=c.size(raw, "max_response_bytes", "scrape.max_response_bytes",
-                                  10 * 1024 * 1024),
-        sample_limit=c.integer(raw, "sample_limit", "scrape.sample_limit",
-                               DEFAULT_SAMPLE_LIMIT, 1, 10_000_000),
+                                  d.max_response_bytes),
+        sample_limit=c.integer(raw, "sample_limit", "scrape.sample_limit", d.sample_limit, 1,
+                               10_000_000),
         max_cards_per_target=c.integer(raw, "max_cards_per_target",
-                                       "scrape.max_cards_per_target", DEFAULT_MAX_CARDS, 1,
-                                       100_000),
-        target_limit=c.integer(raw, "target_limit", "scrape.target_limit",
-                               DEFAULT_TARGET_LIMIT, 1, 10_000_000),
+                                       "scrape.max_cards_per_target", d.max_cards_per_target,
+                                       1, 100_000),
+        target_limit=c.integer(raw, "target_limit", "scrape.target_limit", d.target_limit, 1,
+                               10_000_000),
     )
 
 

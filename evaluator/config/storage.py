@@ -43,6 +43,9 @@ class PostgresConfig:
         return f"PostgresConfig(url={self.url!r})"
 
 
+_PG: Final = PostgresConfig("")  # its defaults, the only place they are written
+
+
 @dataclass(frozen=True, slots=True)
 class HaConfig:
     lease_ttl: float = 15.0
@@ -74,9 +77,10 @@ def parse_storage(c: Checker, raw: Mapping[str, Any], base: Path,
     return default, PostgresConfig(
         url=url,
         password=secret_file(c, section, "password_file", "storage.password_file", base),
-        connect_timeout=c.duration(section, "connect_timeout", "storage.connect_timeout", 10.0),
+        connect_timeout=c.duration(section, "connect_timeout", "storage.connect_timeout",
+                                   _PG.connect_timeout),
         statement_timeout=c.duration(section, "statement_timeout", "storage.statement_timeout",
-                                     300.0),
+                                     _PG.statement_timeout),
     )
 
 
@@ -92,7 +96,7 @@ def parse_ha(c: Checker, raw: Mapping[str, Any], postgres: PostgresConfig | None
         c.problem("storage.url: a PostgreSQL store serves evaluators that scrape exporters "
                   "(ingest.source: scrape); with ingest.source: prometheus keep the DuckDB "
                   "store")
-    ttl = c.duration(section, "lease_ttl", "ha.lease_ttl", 15.0)
+    ttl = c.duration(section, "lease_ttl", "ha.lease_ttl", HaConfig().lease_ttl)
     if not 3.0 <= ttl <= 600.0:
         c.problem(f"ha.lease_ttl: {ttl:g}s is outside 3s..10m")
     member = c.optional_string(section, "member_id", "ha.member_id")

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, Generic, Protocol, TypeVar
 
+from evaluator.config.file import DedupConfig
 from evaluator.ingest.write_rule import WriteDecision
 from evaluator.model import CardKey, Sample, XidKey, XidSample
 
-DEFAULT_MAX_ENTRIES: Final = 4096  # 512 nodes x 8 cards
-DEFAULT_IDLE: Final = timedelta(minutes=30)
+DEFAULT_MAX_ENTRIES: Final = DedupConfig().max_entries  # dedup.max_entries's default
+DEFAULT_IDLE: Final = timedelta(seconds=DedupConfig().idle_seconds)
 # XID series per card in the cache's sizing: the exporter exports the five memory XIDs from its
 # start, and a card rarely logs more than a few other codes.
 XID_SERIES_PER_CARD: Final = 8

@@ -40,8 +40,6 @@ from typing import Final
 
 from evaluator.model import Sample, XidSample
 
-DEFAULT_KEEPALIVE: Final = timedelta(minutes=5)
-
 
 class Reason(StrEnum):
     """Why a scraped card was or was not written (the ``reason`` label of a self-metric)."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
-from evaluator.config.file import Config
+from evaluator.config.file import DEFAULT_KEEPALIVE, Config
 from evaluator.config.values import Checker
 from evaluator.simulate.profiles import PROFILES
 from gpu_health.durations import parse_duration
@@ -27,7 +27,7 @@ class SimulateOptions:
     node_prefix: str = "sim-"
     seed: int = 0
     end: datetime | None = None  # None: now
-    keepalive_seconds: float = 300.0
+    keepalive: timedelta = DEFAULT_KEEPALIVE
 
 
 def simulate_options(args: argparse.Namespace, config: Config) -> SimulateOptions:
@@ -59,5 +59,5 @@ def simulate_options(args: argparse.Namespace, config: Config) -> SimulateOption
         storage_path=args.storage or config.storage_path, purge=args.purge, profiles=profiles,
         cards=args.cards, days=args.days, step_seconds=step or 60.0,
         node_prefix=args.node_prefix, seed=args.seed, end=end,
-        keepalive_seconds=config.keepalive_seconds,
+        keepalive=config.keepalive,
     )

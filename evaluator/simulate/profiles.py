@@ -32,7 +32,8 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Final
 
-from evaluator.ingest.write_rule import DEFAULT_KEEPALIVE, decide
+from evaluator.config.file import DEFAULT_KEEPALIVE
+from evaluator.ingest.write_rule import decide
 from evaluator.model import CardKey, Counters, Sample
 from gpu_health.contract import SOURCE_SIMULATED
 

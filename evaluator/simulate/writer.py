@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evaluator.ingest.write_rule import DEFAULT_KEEPALIVE
+from evaluator.config.file import DEFAULT_KEEPALIVE
 from evaluator.model import CardKey, Sample
 from evaluator.simulate.options import SimulateOptions
 from evaluator.simulate.profiles import change_only, readings, steps_between
@@ -59,7 +59,7 @@ def _write(db: Database, options: SimulateOptions, clock: Clock,
     end = options.end or clock()
     start = end - timedelta(days=options.days)
     step = timedelta(seconds=options.step_seconds)
-    keepalive = timedelta(seconds=options.keepalive_seconds)
+    keepalive = options.keepalive
     total = steps_between(start, end, step) * options.cards * len(nodes)
     written: Counter[str] = Counter()
     batch: list[Sample] = []

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import psycopg
@@ -31,9 +31,12 @@ import psycopg.errors
 from psycopg.adapt import Loader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from evaluator.config.storage import PostgresConfig
 from evaluator.store.db import Database, Result
 from evaluator.store.pg_compat import COMPAT, numbered, rewrite, to_pyformat
 from gpu_health.errors import StoreError
+
+_DEFAULTS: Final = PostgresConfig("")  # storage.connect_timeout, storage.statement_timeout
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,8 @@ class PostgresDatabase(Database):
     seal_every = timedelta(hours=1)
 
     def __init__(self, url: str, *, password: str | None = None, threads: int = 2,
-                 connect_timeout: float = 10.0, statement_timeout_s: float = 300.0,
+                 connect_timeout: float = _DEFAULTS.connect_timeout,
+                 statement_timeout_s: float = _DEFAULTS.statement_timeout,
                  application_name: str = "gpu-health-evaluator",
                  lease_ttl_s: float | None = None) -> None:
         self.path = safe_url(url)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from evaluator.config.file import (
     DEFAULT_RETENTION_DAYS,
     default_config,
     load_config,
+    parse_config,
     retention_days_from_env,
 )
 from evaluator.config.targets import TargetGroup
@@ -32,7 +34,8 @@ def test_no_file_means_built_in_defaults() -> None:
     assert cfg.storage_path == Path("data/gpu-health.duckdb")
     assert cfg.static_configs == (TargetGroup(("127.0.0.1:9835",)),)
     assert cfg.listen_address == "127.0.0.1:9836"
-    assert (cfg.scrape.interval, cfg.keepalive_seconds, cfg.dedup.max_entries) == (60, 300, 4096)
+    assert (cfg.scrape.interval, cfg.keepalive.total_seconds(), cfg.dedup.max_entries) == (
+        60, 300, 4096)
     assert cfg.dedup.idle_seconds == 1800 and cfg.retention_days == 180
     assert (cfg.rules.active, cfg.api_tokens_file) == ("v2-ecc-xid", None)
 
@@ -71,7 +74,8 @@ api: {tokens_file: tokens.yml}
     assert cfg.http_sd_configs[0].refresh_interval == 60
     assert cfg.storage_path == tmp_path / "db/x.duckdb"
     assert (cfg.listen_host, cfg.listen_port) == ("0.0.0.0", 0)
-    assert (cfg.dedup.max_entries, cfg.dedup.idle_seconds, cfg.keepalive_seconds) == (100, 600, 120)
+    assert (cfg.dedup.max_entries, cfg.dedup.idle_seconds, cfg.keepalive.total_seconds()) == (
+        100, 600, 120)
     assert cfg.alertmanagers == ("http://am:9093",)
     assert (cfg.rules.dir, cfg.rules.active) == (tmp_path / "myrules", "v2-test")
     assert cfg.api_tokens_file == tmp_path / "tokens.yml"
@@ -188,3 +192,18 @@ def test_a_node_name_the_api_could_not_address_is_refused_where_it_enters(
     config = load_config(write(tmp_path, f"static_configs:\n  - targets: ['ok:9835']\n"
                                           f"    labels: {{node: {'n' * 253}}}\n"), {})
     assert config.static_configs[0].labels == (("node", "n" * 253),)
+
+
+def test_keepalive_is_the_key_and_its_old_name_still_works_with_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 31: ``keepalive_seconds: 5m`` said seconds but took a duration."""
+    with caplog.at_level(logging.WARNING, logger="evaluator.config.file"):
+        assert parse_config({"keepalive": "2m"}, base=tmp_path).keepalive == timedelta(minutes=2)
+        assert caplog.records == []
+        old = parse_config({"keepalive_seconds": "3m"}, base=tmp_path)
+    assert old.keepalive == timedelta(minutes=3)
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "keepalive_seconds is renamed keepalive" in warning
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"keepalive": "2m", "keepalive_seconds": "3m"}, base=tmp_path)
+    assert "give keepalive only" in " ".join(caught.value.problems)
