@@ -34,6 +34,7 @@ from evaluator.http.errors import RequestMetrics
 from evaluator.model import CardKey
 from evaluator.store import Database
 from evaluator.store import api_queries as q
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.rollups import seal
 from gpu_health.clock import to_naive_utc
 
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cards, days = (256, 10) if args.quick else (4096, 37)
     with tempfile.TemporaryDirectory() as tmp:
-        db = Database(Path(tmp) / "bench.duckdb", threads=2)
+        db = DuckDBDatabase(Path(tmp) / "bench.duckdb", threads=2)
         t0 = time.perf_counter()
         rows = _generate(db, cards, days)
         print(f"generated {rows:,} samples ({cards} cards x {days} days) in "

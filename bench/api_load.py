@@ -51,7 +51,7 @@ from evaluator.ingest.cycle import Ingestor
 from evaluator.ingest.dedup import DedupCache
 from evaluator.ingest.pipeline import IngestPipeline
 from evaluator.ingest.scrape import Scraper
-from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.clock import system_clock
 
 CLIENTS = 200
@@ -132,7 +132,7 @@ async def bench(port: int, targets: int, cards: int, days: int, n: int, gap: flo
     fleet = [Target(f"127.0.0.1:{port}", f"live-{i:05d}", metrics_path=f"/t/{i}/metrics")
              for i in range(targets)]
     with tempfile.TemporaryDirectory() as tmp:
-        db = Database(Path(tmp) / "load.duckdb")
+        db = DuckDBDatabase(Path(tmp) / "load.duckdb")
         _generate(db, cards, days)
         scraper = Scraper(timeout=10, max_concurrency=64, max_response_bytes=10 << 20,
                           clock=system_clock)

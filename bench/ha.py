@@ -41,7 +41,8 @@ from evaluator.ingest.dedup import DedupCache
 from evaluator.ingest.pipeline import IngestPipeline
 from evaluator.ingest.scrape import Scraper
 from evaluator.store import Database
-from evaluator.store.postgres import PostgresDatabase
+from evaluator.store.engines.duckdb import DuckDBDatabase
+from evaluator.store.engines.postgres import PostgresDatabase
 from gpu_health.clock import system_clock
 from tests.postgres import PASSWORD, PostgresServer, postgres_server
 
@@ -57,7 +58,7 @@ def replica(store: str, share: list[Target], cycles: int, pipe: Connection) -> N
     """One evaluator's ingest (own process): cold cycle, then a cycle per 'go' message."""
     async def run() -> None:
         db: Database = PostgresDatabase(store) if store.startswith("postgresql") else \
-            Database(store)
+            DuckDBDatabase(store)
         scraper = Scraper(timeout=10, max_concurrency=64, max_response_bytes=10 << 20,
                           clock=system_clock)
         async with scraper:

@@ -39,6 +39,7 @@ from evaluator.ingest.pipeline import IngestPipeline
 from evaluator.ingest.retention import Retention
 from evaluator.ingest.scrape import Scraper, ScrapeResult
 from evaluator.store.db import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.clock import system_clock
 from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, METRIC_TYPES
 
@@ -142,7 +143,7 @@ async def bench(port: int, targets: int, gpus: int, cycles: int, changed: float)
              for i in range(targets)]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
-        db = Database(Path(tmp) / "bench.duckdb")
+        db = DuckDBDatabase(Path(tmp) / "bench.duckdb")
         scraper = TimedScraper(timeout=10, max_concurrency=64, max_response_bytes=10 << 20,
                                clock=system_clock)
         async with scraper, ClientSession() as control:

@@ -41,7 +41,8 @@ from bench.rules import END, generate, plant_predictions, summarise
 from evaluator.config.rules import load_ruleset
 from evaluator.stats.document import prediction_stats
 from evaluator.store import Database
-from evaluator.store.postgres import PostgresDatabase
+from evaluator.store.engines.duckdb import DuckDBDatabase
+from evaluator.store.engines.postgres import PostgresDatabase
 from evaluator.store.rollups import seal
 from evaluator.worker import Worker
 from tests.postgres import postgres_server
@@ -57,7 +58,7 @@ PG_INDEXES = ("idx_samples_card_time", "idx_samples_time", "idx_xid_samples_seri
 
 
 def build_duckdb(path: Path, cards: int, days: int) -> int:
-    db = Database(path)
+    db = DuckDBDatabase(path)
     rows, _ = generate(db, cards, days, END)
     ruleset = load_ruleset(env={})
     plant_predictions(db, ruleset.version, cards, NOW)
@@ -69,7 +70,7 @@ def build_duckdb(path: Path, cards: int, days: int) -> int:
 
 def copy_to_postgres(duck_path: Path, pg: PostgresDatabase, folder: Path) -> None:
     """Every table's rows, DuckDB -> CSV -> PostgreSQL's COPY (the server reads the file)."""
-    duck = Database(duck_path, read_only=True)
+    duck = DuckDBDatabase(duck_path, read_only=True)
     indexes = {name: pg.fetchone("SELECT indexdef FROM pg_indexes WHERE indexname = ?",
                                  [name])[0] for name in PG_INDEXES}
     for name in PG_INDEXES:
@@ -147,7 +148,7 @@ def one_fleet(cards: int, days: int, tmp: Path, settings: dict[str, str]) -> boo
         pg.close()
         print(f"  PostgreSQL hourly sealing: the day's first 22 h {day:.2f} s, the next hour "
               f"{hour:.2f} s (once an hour, in the worker)", flush=True)
-        results = {"duckdb": measure(lambda: Database(duck_path)),
+        results = {"duckdb": measure(lambda: DuckDBDatabase(duck_path)),
                    "postgresql": measure(lambda: PostgresDatabase(url))}
     ok = True
     for key in ("tick_first", "tick_next", "tick_new_leader", "stats_cold", "stats_warm"):

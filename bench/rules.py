@@ -34,6 +34,7 @@ from pathlib import Path
 from evaluator.config.rules import load_ruleset
 from evaluator.stats.document import prediction_stats
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.rollups import seal
 from evaluator.store.window_edges import refresh_edges
 from evaluator.worker import Worker
@@ -196,7 +197,7 @@ def run_on_fleet(argv: list[str] | None, description: str | None,
         path = args.db or Path(tmp) / "bench.duckdb"
         if path.exists():
             path.unlink()
-        db = Database(path)
+        db = DuckDBDatabase(path)
         started = time.perf_counter()
         rows, xid_rows = generate(db, cards, days, END)
         print(f"generated {rows:,} rows ({cards} cards x {days} days of 5-minute samples) and "

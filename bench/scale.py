@@ -36,7 +36,7 @@ from pathlib import Path
 from bench.rules import END, generate, plant_predictions, summarise
 from evaluator.config.rules import load_ruleset
 from evaluator.stats.document import prediction_stats
-from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.worker import Worker
 
 NOW = END - timedelta(minutes=1)
@@ -46,7 +46,7 @@ QUICK = ((64, 10), (256, 10), (1024, 10), (256, 30))
 
 def build(path: Path, cards: int, days: int) -> dict[str, float]:
     """Generate, plant and summarise one fleet (not timed against the targets)."""
-    db = Database(path)
+    db = DuckDBDatabase(path)
     started = time.perf_counter()
     rows, _ = generate(db, cards, days, END)
     ruleset = load_ruleset(env={})
@@ -63,7 +63,7 @@ def build(path: Path, cards: int, days: int) -> dict[str, float]:
 
 def measure_fresh(path: Path) -> dict[str, float]:
     """Run in a child process: one tick and one stats call on ``path``; print JSON."""
-    db = Database(path)
+    db = DuckDBDatabase(path)
     ruleset = load_ruleset(env={})
     worker = Worker(db, ruleset, clock=lambda: NOW)
     started = time.perf_counter()

@@ -107,7 +107,7 @@ def cmd_check(args: argparse.Namespace, _environ: Mapping[str, str]) -> int:
 
 
 def cmd_compact(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from evaluator.store.compact import compact
+    from evaluator.store.engines.duckdb_compact import compact
 
     config = _config(args, environ)
     _duckdb_only("compact", config, args.storage, "PostgreSQL gives space back with VACUUM "

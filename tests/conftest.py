@@ -13,6 +13,7 @@ logging.getLogger("asyncio").setLevel(logging.WARNING)
 
 import pytest  # noqa: E402
 
+from evaluator.store.engines.duckdb import DuckDBDatabase  # noqa: E402
 from tests.postgres import PostgresServer, postgres_server  # noqa: E402
 
 if TYPE_CHECKING:
@@ -34,11 +35,10 @@ def open_store(request: pytest.FixtureRequest, engine: str, folder: Path, name: 
                **kwargs: object) -> Database:
     """The store called ``name`` on ``engine``: a DuckDB file in ``folder``, or a PostgreSQL
     database of the session's cluster (created on first use, the same one again after)."""
-    from evaluator.store import Database
-    from evaluator.store.postgres import PostgresDatabase
+    from evaluator.store.engines.postgres import PostgresDatabase
 
     if engine == "duckdb":
-        return Database(folder / f"{name}.duckdb", **kwargs)  # type: ignore[arg-type]
+        return DuckDBDatabase(folder / f"{name}.duckdb", **kwargs)  # type: ignore[arg-type]
     server: PostgresServer = request.getfixturevalue("postgres")
     return PostgresDatabase(server.url(server.database(f"{folder}/{name}")),
                             **kwargs)  # type: ignore[arg-type]

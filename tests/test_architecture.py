@@ -83,6 +83,15 @@ def test_one_request_catch_all_and_one_access_check() -> None:
     assert "except" not in (REPO / "evaluator/http/access.py").read_text("utf-8")
 
 
+def test_only_the_store_engines_import_a_database_driver() -> None:
+    """Issue 31: the stages type against the engine-neutral Database; each driver lives in its
+    engine module (import-linter keeps it inside evaluator.store; this, inside engines/)."""
+    driver = re.compile(r"^\s*(import (duckdb|psycopg)|from (duckdb|psycopg)\S* import)", re.M)
+    found = {relative(p) for p in sources() if driver.search(p.read_text("utf-8"))}
+    assert found == {"evaluator/store/engines/duckdb.py", "evaluator/store/engines/postgres.py",
+                     "evaluator/store/engines/duckdb_compact.py"}
+
+
 def test_the_environment_is_read_once_per_program() -> None:
     found = {relative(p) for p in sources()
              if "os.environ" in p.read_text("utf-8").replace("``os.environ``", "")}

@@ -57,7 +57,8 @@ from evaluator.rules.ruleset import RuleSet
 from evaluator.stats.snapshot import DEFAULT_REFRESH_SECONDS, PredictionState
 from evaluator.store.backtest import refuse_backtest_file
 from evaluator.store.db import Database
-from evaluator.store.postgres import PostgresDatabase
+from evaluator.store.engines.duckdb import DuckDBDatabase
+from evaluator.store.engines.postgres import PostgresDatabase
 from evaluator.worker import Worker, WorkerMetrics
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
@@ -241,7 +242,7 @@ def open_store(config: Config, member: str) -> Database:
     StoreError naming the host, and the process exits 1)."""
     pg = config.postgres
     if pg is None:
-        return Database(config.storage_path)
+        return DuckDBDatabase(config.storage_path)
     return PostgresDatabase(pg.url, password=pg.password, connect_timeout=pg.connect_timeout,
                             statement_timeout_s=pg.statement_timeout,
                             application_name=f"gpu-health-evaluator/{member}",

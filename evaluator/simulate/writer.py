@@ -24,6 +24,7 @@ from evaluator.model import CardKey, Sample
 from evaluator.simulate.options import SimulateOptions
 from evaluator.simulate.profiles import change_only, readings, steps_between
 from evaluator.store.db import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.maintenance import purge_simulated, simulated_nodes_present
 from evaluator.store.samples import insert_samples
 from gpu_health.clock import Clock, system_clock
@@ -38,7 +39,7 @@ BATCH_ROWS = 50_000
 def run_simulation(options: SimulateOptions, *, clock: Clock = system_clock,
                    progress: bool | None = None) -> Counter[str]:
     """Write (or purge) simulated samples; returns rows written per profile (``purged`` key)."""
-    db = Database(options.storage_path)
+    db = DuckDBDatabase(options.storage_path)
     try:
         if options.purge:
             return Counter(purged=purge_simulated(db))
@@ -87,7 +88,7 @@ def write_series(storage_path: Path, stream: Iterable[Sample],
                  keepalive: timedelta = DEFAULT_KEEPALIVE) -> int:
     """Write one simulated card's readings through the write rule, in one transaction; returns
     the rows written. Refuses a reading that is not simulated (never mixed with real data)."""
-    db = Database(storage_path)
+    db = DuckDBDatabase(storage_path)
     try:
         rows = list(change_only(stream, keepalive))
         if any(r.key.source != SOURCE_SIMULATED for r in rows):

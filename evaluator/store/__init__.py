@@ -1,7 +1,10 @@
-"""The store: the only package that imports duckdb.
+"""The store: the only package that talks to a database.
 
-``db.Database`` owns the connection, migrations, statement counting and error wrapping; the
-other modules of this package are typed query sets over it (samples, predictions, stats, ...).
+``db.Database`` is the interface the stages use (statements counted, driver errors wrapped,
+transactions, migrations, the thread pool); ``engines/`` holds the two engines beside each other
+and is the only place that imports a driver (``duckdb``, ``psycopg``). The other modules of this
+package are typed query sets over ``Database`` (samples, predictions, stats, ...), written once
+in SQL both engines accept.
 """
 
 from evaluator.store.db import Database

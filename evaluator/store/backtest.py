@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from evaluator.store.db import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.errors import BacktestError, ConfigError, StoreError
 
@@ -71,7 +72,7 @@ def is_backtest_file(db: Database) -> bool:
 def inspect(path: Path) -> FileState:
     """Read-only look at an existing file (nothing is migrated or written). StoreError when it
     cannot be opened read-only (another process writes it)."""
-    db = Database(path, read_only=True, threads=1)
+    db = DuckDBDatabase(path, read_only=True, threads=1)
     try:
         return FileState(table_rows(db, MARKER) > 0, table_rows(db, "gpu_health_samples"),
                          table_rows(db, "gpu_health_predictions"))
@@ -168,7 +169,7 @@ def open_backtest(path: Path, *, live: tuple[Path, ...], importing: bool) -> Dat
     elif not importing:
         raise ConfigError(f"--db {path} does not exist: give --prometheus or --events to import "
                           "history into a new backtest file")
-    db = Database(path)
+    db = DuckDBDatabase(path)
     mark(db)
     return db
 

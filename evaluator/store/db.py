@@ -1,10 +1,10 @@
-"""DuckDB connection, migrations, statement counting and error wrapping.
+"""The store's engine-neutral interface: statements, transactions, migrations, the thread pool.
 
-DuckDB allows one writer process per file; inside the process each thread uses its own cursor
-(``Database.cursor``), which DuckDB documents as the way to share one database between threads.
 Every statement goes through :meth:`Database.execute`, which counts it (the dedup tests prove
-"zero statements in steady state" with that counter) and turns ``duckdb.Error`` into
-:class:`~gpu_health.errors.StoreError`.
+"zero statements in steady state" with that counter) and turns the driver's errors into
+:class:`~gpu_health.errors.StoreError`. The engines beside each other in
+``evaluator/store/engines/`` say how: DuckDB (one process per file) and PostgreSQL (several
+evaluators, fenced). The stages type against :class:`Database` and never see a driver.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ import asyncio
 import contextvars
 import logging
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
-from typing import Any, TypeVar
-
-import duckdb
+from typing import Any, ClassVar, TypeVar
 
 from evaluator.store.rollup_sql import SEALED_MEMO, STATE
 from evaluator.store.schema import MIGRATIONS, Only
@@ -48,35 +46,28 @@ class Result:
         return self.rows[0] if self.rows else None
 
 
-class Database:
-    """One DuckDB file (or ``:memory:``), migrated on open. The base of
-    :class:`~evaluator.store.postgres.PostgresDatabase`: statements, transactions, migrations
-    and the thread pool are the same; ``engine`` says which SQL dialect runs."""
+class Database(ABC):
+    """The store as the stages use it, whichever engine holds it: statements (counted, driver
+    errors wrapped), transactions, migrations, the thread pool. An engine
+    (:class:`~evaluator.store.engines.duckdb.DuckDBDatabase`,
+    :class:`~evaluator.store.engines.postgres.PostgresDatabase`) says how a statement runs and
+    sets what differs below."""
 
-    engine = "duckdb"
-    # False: this process is the only writer (DuckDB: one process per file), so a store module
-    # may keep a value in step with its table in ``memo``. True (PostgreSQL): other evaluators
-    # write too, so such values are read again in the transaction that relies on them.
-    shared = False
-    # How far the rollup watermark moves at a time (evaluator.store.rollups): DuckDB reads the
-    # day of raw rows after it in tens of milliseconds, so whole days suffice.
-    seal_every = timedelta(days=1)
+    # Which SQL dialect runs (a migration step may be for one engine only).
+    engine: ClassVar[str]
+    # False: this process is the only writer, so a store module may keep a value in step with
+    # its table in ``memo``. True: other evaluators write too, so such values are read again in
+    # the transaction that relies on them.
+    shared: ClassVar[bool]
+    # How far the rollup watermark moves at a time (evaluator.store.rollups).
+    seal_every: timedelta
     # Statements the rules' feature extraction is split into, each on its own connection
-    # (evaluator.store.features): one, DuckDB runs a statement on all its threads.
-    feature_shards = 1
+    # (evaluator.store.features).
+    feature_shards: int
 
-    def __init__(self, path: str | Path, *, read_only: bool = False, threads: int = 2) -> None:
-        self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._con = duckdb.connect(self.path, read_only=read_only)
-        except duckdb.Error as exc:
-            raise StoreError(f"cannot open {self.path}: {exc}", reason="open") from exc
+    def __init__(self, path: str, threads: int) -> None:
+        self.path = path
         self._setup_common(threads)
-        if not read_only:
-            self.migrate()
-            self.read_memo()  # now, so the first ingest cycle costs no extra statement
 
     def _setup_common(self, threads: int) -> None:
         self._local = threading.local()
@@ -87,25 +78,31 @@ class Database:
         self.memo: dict[str, Any] = {}
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="store")
 
-    # -- plumbing -----------------------------------------------------------------------------
+    # -- what an engine provides -------------------------------------------------------------
 
-    def cursor(self) -> duckdb.DuckDBPyConnection:
-        """This thread's cursor on the shared database."""
-        cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
-        if cur is None:
-            cur = self._con.cursor()
-            self._local.cursor = cur
-        return cur
-
+    @abstractmethod
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
-        """Run one statement on this thread's cursor; count it; wrap driver errors."""
-        with self._lock:
-            self.statements += 1
-        try:
-            return self.cursor().execute(sql, params) if params is not None else \
-                self.cursor().execute(sql)
-        except duckdb.Error as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}", reason=_reason(exc)) from exc
+        """Run one statement; count it; wrap driver errors into StoreError."""
+
+    @abstractmethod
+    def modify(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> int:
+        """Run an INSERT, UPDATE or DELETE; return how many rows it changed."""
+
+    @abstractmethod
+    def _begin(self) -> None: ...
+
+    @abstractmethod
+    def _end(self, commit: bool) -> None: ...
+
+    @abstractmethod
+    def interrupter(self) -> Callable[[], None]:
+        """Called on a store thread: a function any thread may call to interrupt the statement
+        that thread is running (a retention run past its time)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- the same on every engine -------------------------------------------------------------
 
     def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[Any]:
         result: list[Any] = self.execute(sql, params).fetchall()
@@ -113,12 +110,6 @@ class Database:
 
     def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         return self.execute(sql, params).fetchone()
-
-    def modify(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> int:
-        """Run an INSERT, UPDATE or DELETE; return how many rows it changed (DuckDB answers
-        with one row holding the count)."""
-        row = self.fetchone(sql, params)
-        return int(row[0]) if row else 0
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -153,47 +144,24 @@ class Database:
             self.memo.clear()  # a failed commit undid the transaction, notes included
             raise
 
-    def _begin(self) -> None:
-        self.execute("BEGIN TRANSACTION")
-
-    def _end(self, commit: bool) -> None:
-        if commit:
-            self.execute("COMMIT")
-            return
-        try:
-            self.cursor().execute("ROLLBACK")
-        except duckdb.Error:
-            log.exception("rollback failed")
-
     @contextmanager
     def locked(self, key: int) -> Iterator[None]:
-        """A transaction that runs alone among this database's writers (DuckDB: one process per
-        file, so the transaction is enough)."""
+        """A transaction that runs alone among this database's writers (one writer process: the
+        transaction is enough; PostgreSQL adds an advisory lock on ``key``)."""
         del key
         with self.transaction():
             yield
 
-    def interrupter(self) -> Callable[[], None]:
-        """Called on a store thread: a function any thread may call to interrupt the statement
-        that thread is running (a retention run past its time)."""
-        return self.cursor().interrupt
-
+    @abstractmethod
     def compat(self) -> None:
-        """Engine-specific definitions the shared statements need: none on DuckDB."""
+        """Engine-specific definitions the shared statements need (run while migrating)."""
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking store call on the database thread pool, from async code. The caller's
-        context goes along (the leader's fence, :data:`evaluator.store.postgres.FENCE`)."""
+        context goes along (the leader's fence, :data:`evaluator.store.engines.postgres.FENCE`)."""
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         return await loop.run_in_executor(self._executor, ctx.run, fn, *args)
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=True)
-        try:
-            self._con.close()
-        except duckdb.Error:
-            log.exception("closing %s failed", self.path)
 
     def read_memo(self) -> None:
         """(Re)read the noted values from their tables: the rollup watermark."""
@@ -241,16 +209,3 @@ class Database:
         return applied
 
 
-def _reason(exc: duckdb.Error) -> str:
-    """The StoreError reason of a DuckDB error. A full disk surfaces as a failed commit
-    (TransactionException "... No space left on device"), which is not a write conflict."""
-    text = str(exc)
-    if "No space left on device" in text or "Disk full" in text:
-        return "resources"
-    if isinstance(exc, duckdb.PermissionException):
-        return "permission"
-    if isinstance(exc, duckdb.IOException):
-        return "io"
-    if isinstance(exc, duckdb.TransactionException | duckdb.ConstraintException):
-        return "conflict"
-    return "query"

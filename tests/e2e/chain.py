@@ -27,7 +27,7 @@ import yaml
 
 from evaluator.http.api.auth import hash_token
 from evaluator.model import CardKey, Counters, Sample
-from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.samples import insert_samples
 from tests.e2e.stack import Procs, Webhook, free_port, http, wait_for
 
@@ -73,7 +73,7 @@ def seed(db_path: Path, uuid: str, end: datetime) -> int:
         rows.append(Sample(CardKey(NODE, 0, "real"), uuid, end - timedelta(hours=hours), Counters(
             ecc_uncorrected_total=0, ecc_corrected_total=seeded_corrected(hours),
             retired_pages=None, remapped_rows_pending=0, remapped_rows_failure=0)))
-    db = Database(db_path)
+    db = DuckDBDatabase(db_path)
     try:
         return insert_samples(db, rows)
     finally:

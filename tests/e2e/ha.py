@@ -24,7 +24,7 @@ import yaml
 from aiohttp import web
 
 from evaluator.model import CardKey, Counters, Sample
-from evaluator.store.postgres import PostgresDatabase
+from evaluator.store.engines.postgres import PostgresDatabase
 from evaluator.store.samples import insert_samples
 from tests.e2e.chain import CORRECTED_END, REPO, binary, console_script, seeded_corrected
 from tests.e2e.stack import Procs, ThreadedServer, free_port, http, wait_for

@@ -25,6 +25,7 @@ from evaluator.http.api.routes import add_api_routes
 from evaluator.http.errors import RequestMetrics
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.samples import insert_samples
 from gpu_health.clock import to_naive_utc
 
@@ -175,7 +176,7 @@ def build_dataset(db: Database) -> None:
 
 def dataset_db(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Database]:
     """A module fixture's body: a DuckDB store holding :func:`build_dataset`."""
-    database = Database(tmp_path_factory.mktemp(name) / "api.duckdb")
+    database = DuckDBDatabase(tmp_path_factory.mktemp(name) / "api.duckdb")
     build_dataset(database)
     yield database
     database.close()

@@ -15,6 +15,7 @@ from typing import Any
 from evaluator.config.rules import load_ruleset
 from evaluator.rules.ruleset import RuleSet
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.rules_support import const, load, quadratic, series, step
 from tests.shared import REPO
 
@@ -61,4 +62,4 @@ def predictions(db: Database) -> list[tuple[Any, ...]]:
 
 
 def fresh(tmp_path: Path, name: str) -> Database:
-    return Database(tmp_path / name)
+    return DuckDBDatabase(tmp_path / name)

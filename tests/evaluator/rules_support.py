@@ -19,6 +19,7 @@ from evaluator.rules.model import CardFeatures
 from evaluator.rules.params import RuleParams
 from evaluator.rules.ruleset import RuleSet
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.samples import insert_samples
 from gpu_health.clock import to_naive_utc
 
@@ -99,7 +100,7 @@ def at(days: float, origin: datetime = START) -> datetime:
 
 
 def open_db(tmp_path: Path, name: str = "t.duckdb") -> Database:
-    return Database(tmp_path / name)
+    return DuckDBDatabase(tmp_path / name)
 
 
 def load(db: Database, *groups: Iterable[Sample]) -> None:

@@ -17,6 +17,7 @@ from evaluator.check import CRITICAL, OK, UNKNOWN, WARNING, assess, read_token
 from evaluator.config.rules import load_action_policy
 from evaluator.model import Sample
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.api_support import (
     NOW,
     TOKENS,
@@ -38,7 +39,7 @@ def card(node: str, at: datetime, *, pending: int = 0, failure: int = 0) -> Samp
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    database = Database(tmp_path_factory.mktemp("check") / "api.duckdb")
+    database = DuckDBDatabase(tmp_path_factory.mktemp("check") / "api.duckdb")
     for node in ("ok-1", "stalled-1", "predicted-1", "reset-1"):
         add_node(database, node, "a")
     recent = NOW - timedelta(minutes=2)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from evaluator.model import CardKey, Counters, Sample
-from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.samples import insert_samples
 from tests.shared import REPO
 
@@ -45,7 +45,7 @@ def test_bounded_demo_runs_the_chain_and_stops_cleanly(tmp_path: Path) -> None:
         except OSError:
             continue
         raise AssertionError(f"{url} still answers after the demo ended")
-    db = Database(tmp_path / "demo.duckdb", read_only=True)
+    db = DuckDBDatabase(tmp_path / "demo.duckdb", read_only=True)
     try:
         sources = dict(db.fetchall("SELECT source, count(*) FROM gpu_health_samples GROUP BY 1"))
         assert sources["simulated"] > 10_000 and "real" not in sources  # fake readings: simulated
@@ -62,13 +62,13 @@ def test_bounded_demo_runs_the_chain_and_stops_cleanly(tmp_path: Path) -> None:
 
 def test_demo_never_writes_real_rows_and_leaves_real_data_alone(tmp_path: Path) -> None:
     store = tmp_path / "prod.duckdb"
-    db = Database(store)
+    db = DuckDBDatabase(store)
     insert_samples(db, [Sample(CardKey("gpu-prod-07", 0), "GPU-1", datetime.now(UTC),
                                Counters(ecc_corrected_total=3))])
     db.close()
     result = run_demo(tmp_path, "--duration", "4", "--storage", str(store))
     assert result.returncode == 0, result.stdout + result.stderr
-    db = Database(store, read_only=True)
+    db = DuckDBDatabase(store, read_only=True)
     try:
         real = db.fetchall("SELECT node_id, gpu_uuid, ecc_corrected_total FROM gpu_health_samples "
                            "WHERE source = 'real'")
@@ -148,7 +148,7 @@ def test_the_live_card_is_warned_about_before_its_fault(tmp_path: Path) -> None:
     assert fault_at is not None and fault_at - start >= timedelta(minutes=2)
     store = tmp_path / "demo.duckdb"
     write_series(store, [*live_history(key, FAKE_UUID, start, HISTORY_STEP), *live])
-    db = Database(store)
+    db = DuckDBDatabase(store)
     try:
         worker = Worker(db, load_ruleset(REPO / "rules" / "v2-ecc-xid.yaml", env={}))
         first = None

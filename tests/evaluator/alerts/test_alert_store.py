@@ -19,6 +19,7 @@ from evaluator.store.alerts import (
     open_new_alerts,
     resolve_alert,
 )
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_node, add_prediction
 from tests.evaluator.store_support import audit_log
@@ -136,11 +137,11 @@ def test_node_removal_closes_after_the_grace_period(db: Database) -> None:
 
 def test_state_survives_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "restart.duckdb"
-    first = Database(path)
+    first = DuckDBDatabase(path)
     add_prediction(first, "p1", "n1", 0, NOW - HOUR)
     open_new_alerts(first, NOW)
     first.close()
-    second = Database(path)
+    second = DuckDBDatabase(path)
     try:
         assert open_new_alerts(second, NOW + HOUR) == []
         assert [a.prediction_id for a in open_alerts(second, NOW + HOUR)] == ["p1"]

@@ -13,8 +13,8 @@ from evaluator.compose import build_service
 from evaluator.config.file import load_config
 from evaluator.main import main
 from evaluator.model import CardKey, Counters, Sample
-from evaluator.store import Database
 from evaluator.store.backtest import MARKER, open_backtest
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.samples import insert_samples
 from gpu_health.errors import ConfigError
 from tests.evaluator.backtest_support import V1_FILE
@@ -53,7 +53,7 @@ def test_refuses_the_live_database_of_the_config(tmp_path: Path,
         assert "is the live database" in capsys.readouterr().err
     assert not live.exists()  # refused before anything was opened or created
     live.parent.mkdir(exist_ok=True)
-    Database(live).close()
+    DuckDBDatabase(live).close()
     link = tmp_path / "innocent.duckdb"
     link.symlink_to(live)
     assert run(tmp_path, "--config", str(config), "--db", str(link),
@@ -72,12 +72,12 @@ def test_refuses_the_default_live_path_without_a_config(
 def test_refuses_a_file_with_samples_not_written_by_a_backtest(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "copy-of-live.duckdb"
-    db = Database(path)
+    db = DuckDBDatabase(path)
     insert_samples(db, [Sample(CardKey("n1", 0), "GPU-1", T0, Counters(0, 5))])
     db.close()
     assert run(tmp_path, "--db", str(path), *events_args(tmp_path)) == 2
     assert "not written by a backtest" in capsys.readouterr().err
-    db = Database(path, read_only=True)
+    db = DuckDBDatabase(path, read_only=True)
     assert db.fetchone("SELECT count(*) FROM gpu_health_samples")[0] == 1
     assert db.fetchone("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
                        [MARKER])[0] == 0
@@ -123,7 +123,7 @@ def test_import_then_replay_again_on_the_marked_file(
     second = json.loads(again.read_text())
     assert second["versions"][0]["predictions"] == report["versions"][0]["predictions"]
     assert second["input"]["assumptions"] == report["input"]["assumptions"]
-    db = Database(path, read_only=True)
+    db = DuckDBDatabase(path, read_only=True)
     assert db.fetchone(f"SELECT count(*) FROM {MARKER} WHERE report IS NOT NULL")[0] == 2
     db.close()
 
@@ -172,7 +172,7 @@ def test_a_live_evaluator_refuses_a_backtest_file(tmp_path: Path) -> None:
     config.write_text(f"storage:\n  path: {path}\nrules: {{active: v1-ecc-growth}}\n")
     with pytest.raises(ConfigError, match=f"storage.path {path} is a backtest file"):
         build_service(load_config(config, {}), {}, start_loops=False)
-    db = Database(path, read_only=True)  # closed again, its history untouched
+    db = DuckDBDatabase(path, read_only=True)  # closed again, its history untouched
     assert db.fetchone("SELECT count(*) FROM gpu_health_samples")[0] == 1
     assert db.fetchone("SELECT count(*) FROM gpu_health_rule_versions")[0] == 0
     db.close()

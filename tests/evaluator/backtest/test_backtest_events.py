@@ -22,8 +22,8 @@ from evaluator.backtest.events import (
 from evaluator.backtest.history import keepalive_period, keepalive_rows, write_histories
 from evaluator.ingest.write_rule import decide
 from evaluator.model import CardKey, Counters, Sample
-from evaluator.store import Database
 from evaluator.store.backtest_queries import preceded_by_correctable
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.stats import raw_stats
 from gpu_health.clock import from_naive_utc
 from gpu_health.errors import ConfigError
@@ -157,7 +157,7 @@ def test_bulk_expansion_in_duckdb_equals_the_closed_form(tmp_path: Path) -> None
                   for _ in range(rng.randint(0, 40))]
         histories.append(history("n", gpu, f"n/{gpu}", events, start=T0 + timedelta(hours=gpu),
                                  stop=T0 + timedelta(days=21 - gpu), step=MIN))
-    db = Database(tmp_path / "bt.duckdb")
+    db = DuckDBDatabase(tmp_path / "bt.duckdb")
     written = write_histories(db, histories, step=MIN, keepalive=KEEP)
     stored = db.fetchall("SELECT gpu_index, sampled_at, ecc_uncorrected_total, "
                          "ecc_corrected_total, retired_pages, remapped_rows_pending, "
@@ -182,7 +182,7 @@ def test_calchas_dataset_with_the_preset(tmp_path: Path) -> None:
     histories, rule = card_histories(file, step=MIN, lead_in=MIN,
                                      observe_after=timedelta(days=7))
     assert len(histories) == 51 and rule == "trailing digits of the device name"
-    db = Database(tmp_path / "calchas.duckdb")
+    db = DuckDBDatabase(tmp_path / "calchas.duckdb")
     write_histories(db, histories, step=MIN, keepalive=KEEP)
     lo, hi = (from_naive_utc(v) for v in db.fetchone(
         "SELECT min(sampled_at), max(sampled_at) FROM gpu_health_samples"))

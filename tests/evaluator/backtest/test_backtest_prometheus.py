@@ -29,6 +29,7 @@ from evaluator.ingest.write_rule import decide
 from evaluator.main import main
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.clock import from_naive_utc
 from tests.evaluator.backtest_support import V1_FILE
 
@@ -159,7 +160,7 @@ def source(url: str, ms: MetricSet, max_points: int = 10_000) -> PrometheusRange
 
 
 def imported(tmp_path: Path, src: PrometheusRange, name: str = "bt.duckdb") -> Database:
-    db = Database(tmp_path / name)
+    db = DuckDBDatabase(tmp_path / name)
     asyncio.run(import_prometheus(db, src, KEEP))
     return db
 
@@ -236,7 +237,7 @@ def test_small_chunks_and_the_real_11000_points_error_give_the_same_rows(
     fine = PrometheusRange(url=prometheus, metrics=OURS, since=DAY0,
                             until=DAY0 + (MINUTES - 1) * STEP, step=timedelta(seconds=10),
                             max_points=30_000)
-    db = Database(tmp_path / "fine.duckdb")
+    db = DuckDBDatabase(tmp_path / "fine.duckdb")
     stats = asyncio.run(import_prometheus(db, fine, KEEP))
     assert stats.splits >= 1
     for other in (small, db):

@@ -22,6 +22,7 @@ from evaluator.backtest.replay import replay
 from evaluator.backtest.report import build_report
 from evaluator.backtest.rulesets import Variant
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.worker import Worker
 from tests.evaluator.backtest_support import dump, mixed_fleet, predictions, v1
 from tests.evaluator.rules_support import at, const, load, quadratic, series, step
@@ -33,7 +34,7 @@ START, END = at(-8), at(38)
 
 
 def fleet(tmp_path: Path, name: str) -> Database:
-    db = Database(tmp_path / f"{name}.duckdb")
+    db = DuckDBDatabase(tmp_path / f"{name}.duckdb")
     mixed_fleet(db, every_minutes=60)
     return db
 
@@ -107,7 +108,7 @@ def test_hand_computed_precision_and_recall(tmp_path: Path) -> None:
     cards = 1 / 2 (A of A and C); F1 = 0.5. One of the two faults (A's) follows correctable
     errors: recall ceiling 1 / 2. Voided predictions are outside precision.
     """
-    db = Database(tmp_path / "hand.duckdb")
+    db = DuckDBDatabase(tmp_path / "hand.duckdb")
     degrading = quadratic(2, onset=0, base=10)
     load(db,
          series("n1", 0, "GPU-A", start=-8, end=12, corrected=degrading,

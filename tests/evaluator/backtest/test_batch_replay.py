@@ -17,6 +17,7 @@ from evaluator.backtest.pipeline import replay_all
 from evaluator.backtest.rulesets import variants
 from evaluator.rules.ruleset import RuleSet
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.backtest_support import V1_FILE, dump, mixed_fleet, predictions
 from tests.evaluator.rules_support import at
 
@@ -31,7 +32,7 @@ def grid() -> list[RuleSet]:
 
 
 def fleet(tmp_path: Path, name: str) -> Database:
-    db = Database(tmp_path / f"{name}.duckdb")
+    db = DuckDBDatabase(tmp_path / f"{name}.duckdb")
     mixed_fleet(db, every_minutes=60)
     return db
 

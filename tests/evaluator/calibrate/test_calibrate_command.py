@@ -20,7 +20,7 @@ from evaluator.compose import build_service
 from evaluator.config.file import load_config
 from evaluator.config.rules import load_ruleset
 from evaluator.main import main
-from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.backtest_support import V1_FILE
 from tests.evaluator.calibrate_support import START, write_fleet
 
@@ -104,7 +104,7 @@ def test_the_choice_never_sees_the_test_part(tmp_path: Path, fleet: Path) -> Non
     copy = changed / "fleet.duckdb"
     copy.write_bytes(fleet.read_bytes())
     split = plain["split"]["test"]["since"]
-    db = Database(copy)
+    db = DuckDBDatabase(copy)
     db.execute(
         """INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
                ecc_uncorrected_total, ecc_corrected_total)

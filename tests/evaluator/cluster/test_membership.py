@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from evaluator.cluster.membership import Cluster, ClusterConfig
-from evaluator.store.postgres import PostgresDatabase
+from evaluator.store.engines.postgres import PostgresDatabase
 from gpu_health.errors import StoreError
 from tests.postgres import PostgresServer
 
@@ -155,7 +155,7 @@ async def test_the_leader_gauge_and_readyz_drop_when_the_lease_is_not_confirmed(
 def test_store_errors_say_what_they_are() -> None:
     import psycopg
 
-    from evaluator.store.postgres import _store_error
+    from evaluator.store.engines.postgres import _store_error
 
     cases = {psycopg.errors.InsufficientPrivilege("permission denied for table x"): "permission",
              psycopg.errors.DiskFull("could not extend file"): "resources",

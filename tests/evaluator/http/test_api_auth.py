@@ -21,6 +21,7 @@ from evaluator.http.api.auth import (
     tokens_hash_main,
 )
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.errors import ApiError, ConfigError
 from tests.evaluator.api_support import (
     DOC,
@@ -51,7 +52,7 @@ def _query(path: str, node: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    database = Database(tmp_path_factory.mktemp("auth") / "api.duckdb")
+    database = DuckDBDatabase(tmp_path_factory.mktemp("auth") / "api.duckdb")
     build_dataset(database)
     yield database
     database.close()

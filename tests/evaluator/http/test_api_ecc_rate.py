@@ -10,6 +10,7 @@ from pathlib import Path
 from evaluator.http.api.ecc_rate import coverage, hourly_increases
 from evaluator.store import Database
 from evaluator.store.api_queries import Boundary
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.api_support import add_node, add_samples, get_json, make_ctx, sample, serve
 
 ECC_RATE = "/api/v1/gpu-health/ecc-rate"
@@ -60,7 +61,7 @@ def test_pure_cards_without_uuid_and_empty_coverage() -> None:
 
 
 def _db(tmp_path: Path) -> Database:
-    db = Database(tmp_path / "ecc.duckdb")
+    db = DuckDBDatabase(tmp_path / "ecc.duckdb")
     add_node(db, "e1", "a")
 
     def at(hour: int, minute: int) -> datetime:

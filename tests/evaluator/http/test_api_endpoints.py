@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from evaluator.model import XidKey, XidSample
 from evaluator.store import Database
 from evaluator.store.cycles import write_cycle
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.contract import COUNTER_KEYS
 from tests.conftest import STORE_ENGINES, open_store
 from tests.evaluator.api_support import (
@@ -200,7 +201,7 @@ async def test_router_misses_are_json(db: Database) -> None:
 
 
 async def test_store_failure_is_a_generic_500_and_counted(tmp_path: Any) -> None:
-    broken = Database(tmp_path / "broken.duckdb")
+    broken = DuckDBDatabase(tmp_path / "broken.duckdb")
     broken.execute("DROP TABLE gpu_health_predictions")
     registry = CollectorRegistry()
     async with serve(make_ctx(broken, registry=registry)) as client:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.maintenance import NodeRecord, purge_simulated, upsert_nodes
 from tests.evaluator.api_support import (
     NOW,
@@ -21,7 +22,7 @@ PATH = "/api/v1/gpu-health/capabilities"
 
 
 def _db(tmp_path: Path) -> Database:
-    db = Database(tmp_path / "cards.duckdb")
+    db = DuckDBDatabase(tmp_path / "cards.duckdb")
     upsert_nodes(db, [NodeRecord("n1", "a", "n1:9835", NOW, 8, "real"),
                       NodeRecord("n2", "b", "n2:9835", NOW, 2, "real"),
                       NodeRecord("demo", None, "demo:9835", NOW, 1, "simulated")])

@@ -11,6 +11,7 @@ from openapi_spec_validator import validate
 from evaluator.http.api.openapi import document
 from evaluator.http.api.routes import ENDPOINTS, Action
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.api_support import (
     DOC,
     NOW,
@@ -26,7 +27,7 @@ from tests.evaluator.api_support import (
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    database = Database(tmp_path_factory.mktemp("openapi") / "api.duckdb")
+    database = DuckDBDatabase(tmp_path_factory.mktemp("openapi") / "api.duckdb")
     build_dataset(database)
     add_node(database, "gpu-node-01", "a")  # the documented example node
     add_samples(database, [sample("gpu-node-01", 0, NOW, ecc_corrected_total=1)])

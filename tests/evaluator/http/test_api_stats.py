@@ -14,6 +14,7 @@ import pytest
 
 from evaluator.config.rules import load_ruleset
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.conftest import STORE_ENGINES, open_store
 from tests.evaluator.api_support import (
     NOW,
@@ -111,7 +112,7 @@ async def test_since_parameter(db: Database) -> None:
 
 
 async def test_sufficient_data_gives_numbers_and_lists_missed_cards(tmp_path: Path) -> None:
-    db = Database(tmp_path / "enough.duckdb")
+    db = DuckDBDatabase(tmp_path / "enough.duckdb")
     add_node(db, "s1", "a")
     start = NOW - timedelta(days=10)
     fault_at = start + timedelta(days=5)

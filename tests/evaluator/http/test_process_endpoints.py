@@ -228,7 +228,7 @@ async def test_readyz_fails_once_ingest_cycles_cannot_write_and_recovers(
 def test_a_full_disk_is_not_called_a_write_conflict() -> None:
     import duckdb
 
-    from evaluator.store.db import _reason
+    from evaluator.store.engines.duckdb import _reason
 
     assert _reason(duckdb.TransactionException(
         "TransactionContext Error: Failed to commit: could not write file: No space left on "

@@ -23,6 +23,7 @@ from evaluator.ingest.pipeline import IngestPipeline
 from evaluator.ingest.scrape import Scraper
 from evaluator.model import CardKey, Counters
 from evaluator.store.db import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.samples import latest_rows
 from gpu_health.clock import from_naive_utc
 from gpu_health.errors import StoreError
@@ -57,7 +58,7 @@ class Rig:
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    db = Database(tmp_path / "ingest.duckdb")
+    db = DuckDBDatabase(tmp_path / "ingest.duckdb")
     clock = FakeClock()
     async with stand_in() as server, Scraper(timeout=5, max_concurrency=8,
                                              max_response_bytes=1 << 20, clock=clock) as scraper:

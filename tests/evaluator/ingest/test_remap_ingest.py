@@ -12,7 +12,7 @@ import pytest
 from evaluator.ingest.cards import parse_cards
 from evaluator.ingest.write_rule import Reason, decide
 from evaluator.model import CardKey, Counters, MemoryDetails, Sample
-from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.samples import insert_samples, latest_rows
 from gpu_health.clock import to_naive_utc
 from gpu_health.contract import RECOVERY_ACTIONS
@@ -54,7 +54,7 @@ def test_a_change_of_remap_details_alone_is_written() -> None:
 
 
 def test_stored_and_read_back_with_unknown_as_none(tmp_path: Path) -> None:
-    db = Database(tmp_path / "a.duckdb")
+    db = DuckDBDatabase(tmp_path / "a.duckdb")
     key = CardKey("n1", 0)
     details = MemoryDetails(remapped_rows_uncorrectable=4, remap_banks_max=191)
     insert_samples(db, [Sample(key, "GPU-a", T0, Counters(0, 3), details)])
@@ -70,7 +70,7 @@ def test_the_migration_adds_nullable_columns_to_an_older_file(tmp_path: Path) ->
         con.execute("INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, "
                     "sampled_at, ecc_uncorrected_total, ecc_corrected_total) "
                     "VALUES ('n1', 0, 'GPU-a', 'real', ?, 0, 3)", [to_naive_utc(T0)])
-    db = Database(path)  # migrates on open
+    db = DuckDBDatabase(path)  # migrates on open
     (sample,) = latest_rows(db, [CardKey("n1", 0)]).values()
     assert sample.counters == Counters(0, 3)
     assert sample.details == MemoryDetails()  # unknown, never 0
@@ -126,7 +126,7 @@ def test_a_new_recovery_action_alone_is_a_change_and_is_stored(tmp_path: Path) -
     after = Sample(key, "GPU-a", T0 + timedelta(minutes=1), Counters(0, 3),
                    MemoryDetails(recovery_action=2, retired_pages_pending=1))
     assert decide(after, before, timedelta(minutes=5)).reason is Reason.CHANGED
-    db = Database(tmp_path / "a.duckdb")
+    db = DuckDBDatabase(tmp_path / "a.duckdb")
     insert_samples(db, [before, after])
     assert latest_rows(db, [key])[key].details == after.details
     db.close()
@@ -138,7 +138,7 @@ def test_migration_8_leaves_older_rows_unknown(tmp_path: Path) -> None:
         con.execute("INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, "
                     "sampled_at, ecc_corrected_total, remapped_rows_pending) "
                     "VALUES ('n1', 0, 'GPU-a', 'real', ?, 3, 0)", [to_naive_utc(T0)])
-    db = Database(path)
+    db = DuckDBDatabase(path)
     (sample,) = latest_rows(db, [CardKey("n1", 0)]).values()
     assert sample.details.recovery_action is None
     assert sample.details.retired_pages_pending is None

@@ -16,6 +16,7 @@ import pytest
 from evaluator.config.rules import load_action_policy
 from evaluator.model import Sample
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.api_support import NOW, add_node, add_samples, make_ctx, sample, serve
 from tests.slurm_support import SlurmCluster, slurm_cluster_fixture
 
@@ -33,7 +34,7 @@ def slurm() -> Iterator[SlurmCluster]:
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "api.duckdb")
+    database = DuckDBDatabase(tmp_path / "api.duckdb")
     recent = NOW - timedelta(minutes=2)
     for node in ("gh-n1", "gh-n2", "gh-n3"):
         add_node(database, node, None)

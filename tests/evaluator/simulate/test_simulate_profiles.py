@@ -16,7 +16,7 @@ from evaluator.simulate.options import SimulateOptions
 from evaluator.simulate.profiles import PROFILES, change_only, readings
 from evaluator.simulate.writer import run_simulation
 from evaluator.store.cycles import write_cycle
-from evaluator.store.db import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.errors import ConfigError
 from tests.evaluator.ingest_support import T0, FakeClock, a100
 from tests.evaluator.store_support import count_samples
@@ -96,7 +96,7 @@ def options(tmp_path: Path, **kw: object) -> SimulateOptions:
 @pytest.fixture
 def real_db(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "sim.duckdb"
-    db = Database(path)
+    db = DuckDBDatabase(path)
     write_cycle(db, [Sample(CardKey("gpu-real", 0), "GPU-r", T0, a100(1))])
     db.close()
     yield path
@@ -106,7 +106,7 @@ def test_command_writes_only_simulated_and_purge_removes_only_those(real_db: Pat
                                                                     tmp_path: Path) -> None:
     written = run_simulation(options(tmp_path), clock=FakeClock(), progress=False)
     assert set(written) == {"healthy", "burst"} and all(n > 0 for n in written.values())
-    db = Database(real_db)
+    db = DuckDBDatabase(real_db)
     try:
         assert count_samples(db, "simulated") == sum(written.values())
         nodes = db.fetchall("SELECT DISTINCT node_id FROM gpu_health_samples "
@@ -117,7 +117,7 @@ def test_command_writes_only_simulated_and_purge_removes_only_those(real_db: Pat
     with pytest.raises(ConfigError, match="--purge"):
         run_simulation(options(tmp_path), progress=False)
     assert run_simulation(options(tmp_path, purge=True))["purged"] == sum(written.values())
-    db = Database(real_db)
+    db = DuckDBDatabase(real_db)
     try:
         assert count_samples(db, "simulated") == 0 and count_samples(db, "real") == 1
     finally:

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from evaluator.store.cluster import check_fence, release, sync
-from evaluator.store.postgres import FENCE, PostgresDatabase
+from evaluator.store.engines.postgres import FENCE, PostgresDatabase
 from gpu_health.errors import StoreError
 from tests.postgres import PostgresServer
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from evaluator.main import main
 from evaluator.store import Database
 from evaluator.store.api_queries import capabilities
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.rollups import seal
 from evaluator.store.schema import MIGRATIONS
 from evaluator.store.stats import raw_stats
@@ -43,7 +44,7 @@ def test_compact_returns_the_space_and_keeps_every_answer(tmp_path: Path,
                                                           capsys: object) -> None:
     path = tmp_path / "gpu-health.duckdb"
     _older_store(path)
-    db = Database(path)  # migration 5: the index is dropped, its blocks stay in the file
+    db = DuckDBDatabase(path)  # migration 5: the index is dropped, its blocks stay in the file
     seal(db, NOW + timedelta(days=1))
     reference = _answers(db)
     db.close()
@@ -51,7 +52,7 @@ def test_compact_returns_the_space_and_keeps_every_answer(tmp_path: Path,
     assert main(["compact", "--storage", str(path)]) == 0
     after = path.stat().st_size
     assert after < before / 3, (before, after)
-    db = Database(path)
+    db = DuckDBDatabase(path)
     assert _answers(db) == reference
     assert [r[0] for r in db.fetchall("SELECT version FROM schema_migrations ORDER BY 1")] == \
         [m[0] for m in MIGRATIONS]
@@ -63,7 +64,7 @@ def test_compact_returns_the_space_and_keeps_every_answer(tmp_path: Path,
 
 def test_compact_refuses_a_file_in_use(tmp_path: Path) -> None:
     path = tmp_path / "busy.duckdb"
-    db = Database(path)
+    db = DuckDBDatabase(path)
     done = subprocess.run(
         [sys.executable, "-c", "import sys; from evaluator.main import main; "
          "sys.exit(main(['compact', '--storage', sys.argv[1]]))", str(path)],

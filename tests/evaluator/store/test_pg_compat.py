@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluator.store.pg_compat import rewrite, to_pyformat
-from evaluator.store.postgres import PostgresDatabase
+from evaluator.store.engines.pg_compat import rewrite, to_pyformat
+from evaluator.store.engines.postgres import PostgresDatabase
 from tests.postgres import PostgresServer
 
 BASE = datetime(2026, 1, 1)

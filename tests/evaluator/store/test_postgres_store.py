@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from evaluator.store.pg_compat import to_pyformat
-from evaluator.store.postgres import PostgresDatabase
+from evaluator.store.engines.pg_compat import to_pyformat
+from evaluator.store.engines.postgres import PostgresDatabase
 from evaluator.store.schema import MIGRATIONS
 from gpu_health.errors import StoreError
 from tests.postgres import PASSWORD, PostgresServer, postgres_server

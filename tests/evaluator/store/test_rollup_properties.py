@@ -20,6 +20,7 @@ from evaluator.model import CardKey, Counters, Sample
 from evaluator.rules.outcome import WindowObservation
 from evaluator.store import Database, rollups
 from evaluator.store.backfill import observe_pending
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.samples import insert_samples
 from evaluator.store.stats import Fault, raw_stats
 from tests.evaluator.rules_support import at, insert_prediction
@@ -105,7 +106,7 @@ def expected_stats(c: Case) -> tuple[object, ...]:
 
 
 def _store(c: Case, window: int, seal: bool) -> Database:
-    db = Database(":memory:")
+    db = DuckDBDatabase(":memory:")
     insert_samples(db, c.rows)
     insert_prediction(db, pid="p", node="n", gpu=0, uuid="GPU-a", t0=c.t0, window_days=window,
                       unc0=c.unc0)

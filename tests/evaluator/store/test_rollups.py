@@ -20,6 +20,7 @@ from evaluator.model import CardKey, Counters, Sample
 from evaluator.store import Database, rollups
 from evaluator.store.api_queries import capabilities
 from evaluator.store.backfill import observe_pending
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.features import card_features
 from evaluator.store.maintenance import delete_samples_before, purge_simulated
 from evaluator.store.sample_facts import base_params, first_evidence
@@ -211,7 +212,7 @@ def test_the_migration_converts_a_file_written_before_it(tmp_path: Path) -> None
     path = tmp_path / "old.duckdb"
     with older_file(path, 4):
         pass
-    db = Database(path)  # migration 5 runs here
+    db = DuckDBDatabase(path)  # migration 5 runs here
     insert_samples(db, rows)
     _predictions(db, random.Random(6))
     reference = _answers(db, NOW)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from evaluator.backtest.pipeline import replay_all
-from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.sample_facts import sample_facts
 from evaluator.store.stats import raw_stats
 from gpu_health.contract import SOURCE_REAL
@@ -19,7 +19,7 @@ from tests.evaluator.rules_support import at
 
 
 def test_shared_facts_give_the_same_statistics(tmp_path: Path) -> None:
-    db = Database(tmp_path / "facts.duckdb")
+    db = DuckDBDatabase(tmp_path / "facts.duckdb")
     mixed_fleet(db, every_minutes=60)
     versions = [v1(scan_interval_minutes=360), v1(scan_interval_minutes=360, min_increase=8)]
     replay_all(db, versions, at(-8), at(38))

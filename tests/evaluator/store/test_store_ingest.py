@@ -14,6 +14,7 @@ import pytest
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store.cycles import write_cycle
 from evaluator.store.db import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.maintenance import (
     NodeRecord,
     delete_samples_before,
@@ -56,7 +57,7 @@ def test_samples_carry_no_art_index(tmp_path: Path) -> None:
     # issue 14: the (node, index, time) ART index was ~90% of the file and served only point
     # lookups; readers use the daily rollups and zone maps instead (DuckDB only: PostgreSQL
     # reads by its B-tree indexes, test_postgres_store.py)
-    db = Database(tmp_path / "store.duckdb")
+    db = DuckDBDatabase(tmp_path / "store.duckdb")
     rows = db.fetchall("SELECT index_name FROM duckdb_indexes() WHERE table_name IN ("
                        "'gpu_health_samples', 'gpu_health_sample_days', "
                        "'gpu_health_window_edges')")
@@ -96,10 +97,10 @@ import sys
 from datetime import UTC, datetime, timedelta
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store.cycles import write_cycle
-from evaluator.store.db import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.maintenance import NodeRecord
 
-db = Database(sys.argv[1])
+db = DuckDBDatabase(sys.argv[1])
 rows = int(sys.argv[2])
 t0 = datetime(2026, 1, 1, tzinfo=UTC)
 cycle = 0
@@ -129,7 +130,7 @@ def test_kill_9_mid_cycle_loses_at_most_that_cycle(tmp_path: Path) -> None:
         proc.kill()
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    db = Database(path)  # opens cleanly (the WAL is replayed or discarded)
+    db = DuckDBDatabase(path)  # opens cleanly (the WAL is replayed or discarded)
     try:
         per_cycle = db.fetchall("SELECT ecc_corrected_total, count(*) FROM gpu_health_samples "
                                 "GROUP BY 1 ORDER BY 1")

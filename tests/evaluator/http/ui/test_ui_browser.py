@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.api_support import TOKENS, token_set
 from tests.evaluator.http.ui.ui_support import (
     EVIL,
@@ -31,7 +32,7 @@ WAIT = 20  # seconds a DOM condition may take to appear (polled, not slept)
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     require_browser()
-    database = Database(tmp_path_factory.mktemp("ui") / "ui.duckdb")
+    database = DuckDBDatabase(tmp_path_factory.mktemp("ui") / "ui.duckdb")
     build_ui_dataset(database)
     yield database
     database.close()

@@ -19,6 +19,7 @@ from evaluator.ingest.cycle import Ingestor
 from evaluator.ingest.dedup import DedupCache
 from evaluator.ingest.prometheus.source import PrometheusSource
 from evaluator.store import Database
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.errors import SourceError
 from tests.evaluator.ingest.prometheus.servers import (
     VM,
@@ -47,7 +48,7 @@ def source(tmp: Path, url: str, **prom: object) -> tuple[PrometheusSource, Datab
     config = parse_config({"ingest": {"source": "prometheus", "prometheus": {
         "url": url, "metrics": "dcgm", "step": "60s", "lag": "2m", **prom}}}, base=tmp)
     assert config.ingest.prometheus is not None
-    db = Database(tmp / "auth.duckdb")
+    db = DuckDBDatabase(tmp / "auth.duckdb")
     ingestor = Ingestor(db, DedupCache(1000, timedelta(hours=1)), keepalive=timedelta(minutes=5))
     return PrometheusSource(config.ingest.prometheus, step=timedelta(minutes=1), db=db,
                             ingestor=ingestor, clock=Clock(START)), db

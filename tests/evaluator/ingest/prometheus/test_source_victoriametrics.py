@@ -29,6 +29,7 @@ from evaluator.model import CardKey
 from evaluator.simulate.profiles import readings
 from evaluator.store import Database
 from evaluator.store.api_queries import capabilities
+from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.clock import to_naive_utc
 from gpu_health.errors import SourceError
 from tests.evaluator.ingest.prometheus.servers import (
@@ -162,7 +163,7 @@ def test_history_replay_equals_the_backtest_and_two_evaluators_agree(
                  "--since", since.isoformat(), "--until", until.isoformat(),
                  "--db", str(tmp_path / "bt.duckdb"), "--rules", str(RULES),
                  "--no-baselines", "--no-progress", "--output", str(out)]) == 0
-    bt = Database(tmp_path / "bt.duckdb")
+    bt = DuckDBDatabase(tmp_path / "bt.duckdb")
     replayed = [r for r in rows if r[7] <= to_naive_utc(until)]
     backtest_rows = table(bt, PREDICTIONS)
     assert backtest_rows
@@ -303,7 +304,7 @@ def test_change_points_give_the_rows_of_reading_every_step(vm: str, tmp_path: Pa
     collection gap, a sudden uncorrectable error and a card that prints the no-data sentinel,
     both store the same rows (chunks of 700 steps: the change state crosses chunk edges)."""
     since, until = DAY0 + timedelta(days=3, minutes=1), DAY0 + timedelta(days=6, hours=12)
-    imported = Database(tmp_path / "import.duckdb")
+    imported = DuckDBDatabase(tmp_path / "import.duckdb")
     asyncio.run(import_prometheus(imported, PrometheusRange(
         url=vm, metrics=DCGM, since=since, until=until, step=STEP, max_points=700),
         timedelta(minutes=5)))
@@ -318,7 +319,7 @@ def test_change_points_give_the_rows_of_reading_every_step(vm: str, tmp_path: Pa
         await svc.app.close()
 
     asyncio.run(run())
-    step_rows = Database(tmp_path / "steps.duckdb")
+    step_rows = DuckDBDatabase(tmp_path / "steps.duckdb")
     assert len(table(imported, SAMPLES)) > 4000
     assert table(imported, SAMPLES) == table(step_rows, SAMPLES)
     # XID rows too: dcgm's last-value gauge on n2/0 goes 0 -> 48 on day 6, one event.

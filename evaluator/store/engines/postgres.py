@@ -1,8 +1,8 @@
 """PostgreSQL as the store (``storage.url: postgresql://...``): the only module importing psycopg.
 
 The store's statements are written once for both engines (DuckDB's dialect plus the functions
-:mod:`evaluator.store.pg_compat` gives PostgreSQL); here they are passed to psycopg with DuckDB's
-placeholders (``?`` and ``$name``) rewritten to psycopg's (``%s`` and ``%(name)s``).
+:mod:`evaluator.store.engines.pg_compat` gives PostgreSQL); here they are passed to psycopg with
+DuckDB's placeholders (``?`` and ``$name``) rewritten to psycopg's (``%s`` and ``%(name)s``).
 
 Connections come from one psycopg pool. A transaction keeps its connection on its thread from
 BEGIN to COMMIT (the store's transactions span several ``execute`` calls); a statement outside a
@@ -33,7 +33,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from evaluator.config.storage import PostgresConfig
 from evaluator.store.db import Database, Result
-from evaluator.store.pg_compat import COMPAT, numbered, rewrite, to_pyformat
+from evaluator.store.engines.pg_compat import COMPAT, numbered, rewrite, to_pyformat
 from gpu_health.errors import StoreError
 
 _DEFAULTS: Final = PostgresConfig("")  # storage.connect_timeout, storage.statement_timeout
@@ -81,8 +81,7 @@ class PostgresDatabase(Database):
                  statement_timeout_s: float = _DEFAULTS.statement_timeout,
                  application_name: str = "gpu-health-evaluator",
                  lease_ttl_s: float | None = None) -> None:
-        self.path = safe_url(url)
-        self._setup_common(threads)
+        super().__init__(safe_url(url), threads)
         # A statement runs on one server core (these have no parallel plans): the tick's
         # feature statement is split by card over ``threads`` connections (bench.postgres)
         self.feature_shards = max(1, threads)

@@ -1,0 +1,115 @@
+"""The DuckDB engine: one file (or ``:memory:``) per process, migrated on open.
+
+DuckDB allows one writer process per file; inside the process each thread uses its own cursor
+(:meth:`DuckDBDatabase.cursor`), which DuckDB documents as the way to share one database between
+threads. Driver errors become :class:`~gpu_health.errors.StoreError` with a reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from evaluator.store.db import Database
+from gpu_health.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+
+class DuckDBDatabase(Database):
+    """One DuckDB file (or ``:memory:``), migrated on open."""
+
+    engine = "duckdb"
+    # This process is the only writer (DuckDB: one process per file), so a store module may
+    # keep a value in step with its table in ``memo``.
+    shared = False
+    # How far the rollup watermark moves at a time (evaluator.store.rollups): DuckDB reads the
+    # day of raw rows after it in tens of milliseconds, so whole days suffice.
+    seal_every = timedelta(days=1)
+    # One statement for the rules' feature extraction: DuckDB runs it on all its threads.
+    feature_shards = 1
+
+    def __init__(self, path: str | Path, *, read_only: bool = False, threads: int = 2) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}", reason="open") from exc
+        super().__init__(self.path, threads)
+        if not read_only:
+            self.migrate()
+            self.read_memo()  # now, so the first ingest cycle costs no extra statement
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor on the shared database."""
+        cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self._con.cursor()
+            self._local.cursor = cur
+        return cur
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+        """Run one statement on this thread's cursor; count it; wrap driver errors."""
+        with self._lock:
+            self.statements += 1
+        try:
+            return self.cursor().execute(sql, params) if params is not None else \
+                self.cursor().execute(sql)
+        except duckdb.Error as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}", reason=_reason(exc)) from exc
+
+    def modify(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> int:
+        """Run an INSERT, UPDATE or DELETE; return how many rows it changed (DuckDB answers
+        with one row holding the count)."""
+        row = self.fetchone(sql, params)
+        return int(row[0]) if row else 0
+
+    def _begin(self) -> None:
+        self.execute("BEGIN TRANSACTION")
+
+    def _end(self, commit: bool) -> None:
+        if commit:
+            self.execute("COMMIT")
+            return
+        try:
+            self.cursor().execute("ROLLBACK")
+        except duckdb.Error:
+            log.exception("rollback failed")
+
+    def interrupter(self) -> Callable[[], None]:
+        """Called on a store thread: a function any thread may call to interrupt the statement
+        that thread is running (a retention run past its time)."""
+        return self.cursor().interrupt
+
+    def compat(self) -> None:
+        """Nothing: the shared statements are DuckDB's dialect."""
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        try:
+            self._con.close()
+        except duckdb.Error:
+            log.exception("closing %s failed", self.path)
+
+
+
+def _reason(exc: duckdb.Error) -> str:
+    """The StoreError reason of a DuckDB error. A full disk surfaces as a failed commit
+    (TransactionException "... No space left on device"), which is not a write conflict."""
+    text = str(exc)
+    if "No space left on device" in text or "Disk full" in text:
+        return "resources"
+    if isinstance(exc, duckdb.PermissionException):
+        return "permission"
+    if isinstance(exc, duckdb.IOException):
+        return "io"
+    if isinstance(exc, duckdb.TransactionException | duckdb.ConstraintException):
+        return "conflict"
+    return "query"
