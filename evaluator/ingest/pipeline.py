@@ -89,11 +89,11 @@ class IngestPipeline:
                         r.target.node_id, r.error_reason, r.error)
         for r in up[:LOGGED_TRANSITIONS]:
             log.info("target %s (node %s) is up again", r.target.url, r.target.node_id)
-        if len(down) > LOGGED_TRANSITIONS:
-            log.warning("%d more targets went down this cycle (each is listed at /targets)",
-                        len(down) - LOGGED_TRANSITIONS)
-        if len(up) > LOGGED_TRANSITIONS:
-            log.info("%d more targets are up again this cycle", len(up) - LOGGED_TRANSITIONS)
+        for level, rest, text in (
+                (logging.WARNING, len(down), "went down this cycle (each is listed at /targets)"),
+                (logging.INFO, len(up), "are up again this cycle")):
+            if rest > LOGGED_TRANSITIONS:
+                log.log(level, "%d more targets %s", rest - LOGGED_TRANSITIONS, text)
         self._up = {r.target.url: r.ok for r in results}  # targets that left are forgotten
         m = self.metrics
         if m is None:

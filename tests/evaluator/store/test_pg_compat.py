@@ -34,6 +34,23 @@ rows_st = st.lists(
     min_size=1, max_size=40)
 
 
+def _on_both(pg: PostgresDatabase, columns: str, data: list[tuple[Any, ...]],
+             sql: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """``sql`` over a table ``rows`` of ``data`` on DuckDB and on PostgreSQL: both answers."""
+    marks = ", ".join("?" * len(data[0]))
+    duck = duckdb.connect()
+    duck.execute(f"CREATE TABLE rows ({columns})")
+    duck.executemany(f"INSERT INTO rows VALUES ({marks})", data)
+    expected = duck.execute(sql).fetchall()
+    duck.close()
+    with pg.transaction():
+        pg.execute(f"CREATE TEMP TABLE rows ({columns}) ON COMMIT DROP")
+        for row in data:
+            pg.execute(f"INSERT INTO rows VALUES ({marks})", list(row))
+        got = [tuple(r) for r in pg.fetchall(sql)]
+    return expected, got
+
+
 def _load(rows: list[tuple[int, int | None]]) -> list[tuple[int, int | None, datetime]]:
     # distinct keys per group: both engines then agree on which row is first and last
     return [(g, v, BASE + timedelta(minutes=i)) for i, (g, v) in enumerate(rows)]
@@ -44,18 +61,8 @@ def _load(rows: list[tuple[int, int | None]]) -> list[tuple[int, int | None, dat
 @given(rows_st)
 def test_arg_min_and_max_agree_across_engines(pg: PostgresDatabase,
                                               rows: list[tuple[int, int | None]]) -> None:
-    data = _load(rows)
-    duck = duckdb.connect()
-    duck.execute("CREATE TABLE rows (g INTEGER, v BIGINT, k TIMESTAMP)")
-    duck.executemany("INSERT INTO rows VALUES (?, ?, ?)", data)
-    expected = duck.execute(QUERY).fetchall()
-    duck.close()
-    with pg.transaction():
-        pg.execute("CREATE TEMP TABLE rows (g INTEGER, v BIGINT, k TIMESTAMP) ON COMMIT DROP")
-        pg.execute("INSERT INTO rows SELECT unnest($1::INTEGER[]), unnest($2::BIGINT[]), "
-                   "unnest($3::TIMESTAMP[])", [list(c) for c in zip(*data, strict=True)])
-        got = pg.fetchall(QUERY)
-    assert [tuple(r) for r in got] == expected
+    expected, got = _on_both(pg, "g INTEGER, v BIGINT, k TIMESTAMP", _load(rows), QUERY)
+    assert got == expected
 
 
 @pytest.mark.parametrize(("sql", "params"), [
@@ -101,22 +108,12 @@ def test_placeholders_in_block_comments_are_left_alone() -> None:
 
 def test_a_literal_parenthesis_in_a_filter_answers_as_on_duckdb(pg: PostgresDatabase) -> None:
     sql = ("SELECT g, arg_min(v, k) FILTER (WHERE s <> ')') -- arg_max( in a comment\n"
-           "FROM rows2 GROUP BY g ORDER BY g")
+           "FROM rows GROUP BY g ORDER BY g")
     data = [(0, 5, BASE, ")"), (0, 7, BASE + timedelta(minutes=1), "x"),
             (1, 9, BASE, ")")]
-    duck = duckdb.connect()
-    duck.execute("CREATE TABLE rows2 (g INTEGER, v BIGINT, k TIMESTAMP, s VARCHAR)")
-    duck.executemany("INSERT INTO rows2 VALUES (?, ?, ?, ?)", data)
-    expected = duck.execute(sql).fetchall()
-    duck.close()
-    with pg.transaction():
-        pg.execute("CREATE TEMP TABLE rows2 (g INTEGER, v BIGINT, k TIMESTAMP, s VARCHAR) "
-                   "ON COMMIT DROP")
-        for row in data:
-            pg.execute("INSERT INTO rows2 VALUES (?, ?, ?, ?)", list(row))
-        got = pg.fetchall(sql)
+    expected, got = _on_both(pg, "g INTEGER, v BIGINT, k TIMESTAMP, s VARCHAR", data, sql)
     assert expected == [(0, 7), (1, None)]
-    assert [tuple(r) for r in got] == expected
+    assert got == expected
 
 
 def test_no_arg_min_or_max_aggregate_is_defined_any_more(pg: PostgresDatabase) -> None:
