@@ -71,15 +71,15 @@ def build_duckdb(path: Path, cards: int, days: int) -> int:
 def copy_to_postgres(duck_path: Path, pg: PostgresDatabase, folder: Path) -> None:
     """Every table's rows, DuckDB -> CSV -> PostgreSQL's COPY (the server reads the file)."""
     duck = DuckDBDatabase(duck_path, read_only=True)
-    indexes = {name: pg.fetchone("SELECT indexdef FROM pg_indexes WHERE indexname = ?",
-                                 [name])[0] for name in PG_INDEXES}
+    indexes = {name: pg.fetchone("SELECT indexdef FROM pg_indexes WHERE indexname = $name",
+                                 {"name": name})[0] for name in PG_INDEXES}
     for name in PG_INDEXES:
         pg.execute(f"DROP INDEX {name}")
     folder.chmod(0o755)
     for table in TABLES:
         columns = [r[0] for r in duck.fetchall(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-            "ORDER BY ordinal_position", [table])]
+            "SELECT column_name FROM information_schema.columns WHERE table_name = $table "
+            "ORDER BY ordinal_position", {"table": table})]
         # PostgreSQL's array literal for the hourly counts ({1,2}), DuckDB's list ([1, 2])
         select = ", ".join(f"'{{' || array_to_string({c}, ',') || '}}'" if c == "corr_hours"
                            else c for c in columns)

@@ -92,6 +92,23 @@ def test_only_the_store_engines_import_a_database_driver() -> None:
                      "evaluator/store/engines/duckdb_compact.py"}
 
 
+def test_the_store_assembles_statements_one_way() -> None:
+    """Issue 31: SQL was assembled four ways (f-strings with doubled braces, ``.format``,
+    ``.replace("{...}")``) with three placeholder styles. Now a template kept for later is
+    filled by ``evaluator.store.sql.compose`` only, values are ``$name`` placeholders, and
+    engine-specific text lives in the engines' dialect modules (evaluator/store/sql.py)."""
+    store = sorted((REPO / "evaluator/store").rglob("*.py"))
+    other_ways = re.compile(r"\{\{[a-z_]+\}\}|\.format\(|\.replace\(\s*[\"']\{")
+    found = {relative(p) for p in store if other_ways.search(p.read_text("utf-8"))}
+    assert found == set()
+    positional = re.compile(r"\$[0-9]|[=(,]\s*\?\s*[,)]|= \?")
+    found = {relative(p) for p in store if positional.search(p.read_text("utf-8"))}
+    assert found == set()
+    engine_text = re.compile(r"""["'](duckdb|postgresql)["']\s*:""")
+    found = {relative(p) for p in store if engine_text.search(p.read_text("utf-8"))}
+    assert found == set(), "engine-specific text belongs in a Dialect (engines/*_dialect.py)"
+
+
 def test_the_environment_is_read_once_per_program() -> None:
     found = {relative(p) for p in sources()
              if "os.environ" in p.read_text("utf-8").replace("``os.environ``", "")}

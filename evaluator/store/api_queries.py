@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from evaluator.model import CardKey, Counters, Sample
 from evaluator.store.db import Database
@@ -147,18 +147,19 @@ class CardCapability:
     xid_collectable: bool = False  # any gpu_health_xid_samples row (same slot and source)
 
 
-# The sealed days' rollups, then the raw rows after them, per card. arg_max_null: the UUID of the
-# newest row even when that row has none (arg_max would skip NULLs and report an older card's
-# UUID as current).
-_CAPABILITIES: Final = f"""
+def _capabilities(where: str) -> str:
+    """The sealed days' rollups, then the raw rows after them, per card (``where``: the rows'
+    conditions). arg_max_null: the UUID of the newest row even when that row has none (arg_max
+    would skip NULLs and report an older card's UUID as current)."""
+    return f"""
 WITH segs AS (
     SELECT node_id, gpu_index, gpu_uuid, first_at, last_at, n_rows,
            {", ".join(f"n_{k}" for k in COUNTER_KEYS)}
-    FROM gpu_health_sample_days WHERE {{where}} AND day < $cov
+    FROM gpu_health_sample_days WHERE {where} AND day < $cov
     UNION ALL
     SELECT node_id, gpu_index, gpu_uuid, min(sampled_at), max(sampled_at), count(*),
            {", ".join(f"count({k})" for k in COUNTER_KEYS)}
-    FROM gpu_health_samples WHERE {{where}} AND sampled_at >= $cov AND sampled_at <= $now
+    FROM gpu_health_samples WHERE {where} AND sampled_at >= $cov AND sampled_at <= $now
     GROUP BY node_id, gpu_index, gpu_uuid),
 c AS (
     SELECT node_id, gpu_index, arg_max_null(gpu_uuid, last_at),
@@ -166,7 +167,7 @@ c AS (
            min(first_at), max(last_at), sum(n_rows)
     FROM segs GROUP BY node_id, gpu_index),
 x AS (SELECT DISTINCT node_id, gpu_index FROM gpu_health_xid_samples
-      WHERE {{where}} AND sampled_at <= $now)
+      WHERE {where} AND sampled_at <= $now)
 SELECT c.*, x.node_id IS NOT NULL FROM c
 LEFT JOIN x ON x.node_id = c.node_id AND x.gpu_index = c.gpu_index
 ORDER BY c.node_id, c.gpu_index"""
@@ -187,7 +188,7 @@ def capabilities(
         conditions.append("node_id = $node_id")
         params["node_id"] = node_id
     where = _where(conditions, tenants, params)
-    rows = db.fetchall(_CAPABILITIES.format(where=where), params)
+    rows = db.fetchall(_capabilities(where), params)
     result = []
     for node, index, uuid, *rest in rows:
         n = len(COUNTER_KEYS)

@@ -29,6 +29,7 @@ from evaluator.rules.outcome import WindowObservation
 from evaluator.store.db import Database
 from evaluator.store.rollup_sql import AGGREGATE, DAYS, EDGES, FIELDS, FIRST_INCREASE, prev_unc
 from evaluator.store.rollups import EPOCH, sealed_until
+from evaluator.store.sql import compose
 from evaluator.store.window_edges import refresh_edges
 from evaluator.store.xid_samples import TABLE as XID_TABLE
 from evaluator.store.xid_samples import XID_EVENT, XID_EVENT_BEFORE, XID_PREV
@@ -121,9 +122,12 @@ _RAW_SEGS: Final = f"""
         WHERE s.sampled_at >= $lo AND s.sampled_at <= $now) AS r
     GROUP BY id, gpu_uuid"""
 
-_OBSERVE: Final = f"""
-WITH pend AS ({{pend}}),
-segs AS ({{sealed}}{_RAW_SEGS}),
+def _observe(pend: str, sealed: str, xid_hits: str) -> str:
+    """The observation statement over the pending predictions ``pend``, with the ``sealed``
+    history's segments (or none) and the XID hits (or none)."""
+    return f"""
+WITH pend AS ({pend}),
+segs AS ({sealed}{_RAW_SEGS}),
 tagged AS (
     SELECT s.*, s.gpu_uuid IS NOT DISTINCT FROM p.gpu_uuid AS same
     FROM segs s JOIN pend p USING (id)
@@ -148,8 +152,8 @@ series AS (
     SELECT id, unc_first_at, unc_first, unc_last, inc_at, inc_before, inc_after
     FROM tagged WHERE same
 ),
-events AS ({FIRST_INCREASE.format(key="id", segs="series")}),
-{{xid_hits}}
+events AS ({compose(FIRST_INCREASE, key="id", segs="series")}),
+{xid_hits}
 SELECT p.id, p.gpu_uuid, p.matured, coalesce(a.n, 0), coalesce(a.n_other, 0), a.other_uuid,
        a.other_at, coalesce(a.n_known, 0), p.unc0, a.mx, a.last_at, e.event_at, e.before, e.after,
        x.xid_at, x.xid, x.before, x.after
@@ -180,14 +184,14 @@ def observe_pending(db: Database, now: datetime,
     sealed_at = sealed_until(db)
     sealed = to_naive_utc(sealed_at or EPOCH)
     only = "" if ids is None else " AND id IN (SELECT unnest($only_ids::VARCHAR[]))"
-    pend = _PEND.format(only=only)
+    pend = compose(_PEND, only=only)
     # One cheap lookup: the oldest raw row any window still needs bounds the sample scan (row
     # groups before it are skipped), and each pending version's frozen fault definition. With
     # nothing pending the big query is not run at all.
     base: dict[str, Any] = {"now": naive, "sealed": sealed}
     if ids is not None:
         base["only_ids"] = list(ids)
-    versions = db.fetchall(_PENDING_VERSIONS.replace("{pend}", pend), base)
+    versions = db.fetchall(compose(_PENDING_VERSIONS, pend=pend), base)
     if not versions:
         return []
     pairs = [(str(v), x) for v, _, params_json, _ in versions
@@ -203,8 +207,8 @@ def observe_pending(db: Database, now: datetime,
     # smaller statement plans faster (paid on every tick of a replay).
     if sealed_at is not None:
         params["dmin"] = min(row[3] for row in versions)
-    sql = _OBSERVE.format(xid_hits=_XID_HITS if pairs else _NO_XID_HITS,
-                          sealed="" if sealed_at is None else _SEALED_SEGS, pend=pend)
+    sql = _observe(pend, "" if sealed_at is None else _SEALED_SEGS,
+                   _XID_HITS if pairs else _NO_XID_HITS)
     return [_row(r) for r in db.fetchall(sql, params)]
 
 

@@ -58,15 +58,15 @@ class FileState:
 def table_rows(db: Database, table: str) -> int:
     """Rows of ``table``; 0 when the file has no such table (tables of newer migrations, the
     marker)."""
-    known = db.fetchone("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                        [table])[0]
+    known = db.fetchone("SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_name = $table", {"table": table})[0]
     return int(db.fetchone(f"SELECT count(*) FROM {table}")[0]) if known else 0
 
 
 def is_backtest_file(db: Database) -> bool:
     """Whether the file holds the marker table (even without a run: only a backtest makes it)."""
     return bool(db.fetchone("SELECT count(*) FROM information_schema.tables "
-                            "WHERE table_name = ?", [MARKER])[0])
+                            "WHERE table_name = $table", {"table": MARKER})[0])
 
 
 def inspect(path: Path) -> FileState:
@@ -90,16 +90,20 @@ def start_run(db: Database, *, now: datetime, kind: str, source: str | None,
     """Record a run in the marker table (:func:`mark` made it); returns its id."""
     row = db.fetchone(
         f"INSERT INTO {MARKER} (run_id, started_at, input_kind, input, options) "
-        f"SELECT coalesce(max(run_id), 0) + 1, ?, ?, ?, ? FROM {MARKER} RETURNING run_id",
-        [to_naive_utc(now), kind, source, json.dumps(options, sort_keys=True, default=str)],
+        f"SELECT coalesce(max(run_id), 0) + 1, $now, $kind, $input, $options FROM {MARKER} "
+        "RETURNING run_id",
+        {"now": to_naive_utc(now), "kind": kind, "input": source,
+         "options": json.dumps(options, sort_keys=True, default=str)},
     )
     return int(row[0])
 
 
 def finish_run(db: Database, run_id: int, *, since: datetime, until: datetime,
                report: dict[str, Any]) -> None:
-    db.execute(f"UPDATE {MARKER} SET since = ?, until = ?, report = ? WHERE run_id = ?",
-               [to_naive_utc(since), to_naive_utc(until), json.dumps(report), run_id])
+    db.execute(f"UPDATE {MARKER} SET since = $since, until = $until, report = $report "
+               "WHERE run_id = $run_id",
+               {"since": to_naive_utc(since), "until": to_naive_utc(until),
+                "report": json.dumps(report), "run_id": run_id})
 
 
 def imported_period(db: Database) -> tuple[datetime, datetime] | None:

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from evaluator.store.db import Database
+from evaluator.store.sql import unnest_rows
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 
@@ -22,11 +23,11 @@ def stage_segments(db: Database, rows: Sequence[tuple[Any, ...]]) -> None:
     cols: list[list[Any]] = [[r[i] for r in rows] for i in range(6)]
     cols[2] = [to_naive_utc(t) for t in cols[2]]
     cols[3] = [to_naive_utc(t) for t in cols[3]]
-    db.execute(
-        """CREATE OR REPLACE TEMP TABLE bt_segments AS
-        SELECT unnest($1::VARCHAR[]) AS node_id, unnest($2::INTEGER[]) AS gpu_index,
-               unnest($3::TIMESTAMP[]) AS first_at, unnest($4::TIMESTAMP[]) AS last_at,
-               unnest($5::BIGINT[]) AS unc, unnest($6::BIGINT[]) AS corr""", cols)
+    names = ("node_id", "gpu_index", "first_at", "last_at", "unc", "corr")
+    casts = ("VARCHAR", "INTEGER", "TIMESTAMP", "TIMESTAMP", "BIGINT", "BIGINT")
+    db.execute("CREATE OR REPLACE TEMP TABLE bt_segments AS "
+               f"SELECT {unnest_rows(names, casts, alias=True)}",
+               dict(zip(names, cols, strict=True)))
 
 
 def expand_segments(db: Database, start: datetime, end: datetime, period: timedelta) -> int:
@@ -54,6 +55,7 @@ def expand_segments(db: Database, start: datetime, end: datetime, period: timede
 def sample_span(db: Database) -> tuple[datetime | None, datetime | None, int]:
     """First and last sample time and the number of (real) samples."""
     lo, hi, n = db.fetchone("SELECT min(sampled_at), max(sampled_at), count(*) "
-                            "FROM gpu_health_samples WHERE source = ?", [SOURCE_REAL])
+                            "FROM gpu_health_samples WHERE source = $source",
+                            {"source": SOURCE_REAL})
     return (None if lo is None else from_naive_utc(lo),
             None if hi is None else from_naive_utc(hi), int(n))

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from evaluator.store.db import Database
+from evaluator.store.sql import compose
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 
@@ -107,8 +108,8 @@ def active_ranges(db: Database, *, bucket: timedelta, strong: int, trend: int,
     lo, hi = base
     base_end = f"{hi} PRECEDING" if hi >= 0 else f"{-hi} FOLLOWING"
     rows = db.fetchall(
-        _ACTIVE.format(changing=_CHANGING, strong=strong, trend=trend, lo=lo,
-                       base_end=base_end),
+        compose(_ACTIVE, changing=_CHANGING, strong=strong, trend=trend, lo=lo,
+                base_end=base_end),
         {"w": bucket // _US, "source": SOURCE_REAL, "min_inc": min_increase},
     )
     return [(str(n), int(i), str(kind), int(a), int(b)) for n, i, kind, a, b in rows]
@@ -141,8 +142,8 @@ def existing_predictions(db: Database, version: str) -> tuple[
     last window (the insert refuses any decision whose t0 is before it), and the pending ones
     (id, node, index, UUID, t0, window end)."""
     pending = db.fetchall("SELECT id, node_id, gpu_index, gpu_uuid, t0, window_end "
-                          "FROM gpu_health_predictions WHERE rule_version = ? "
-                          "AND status = 'pending' ORDER BY t0", [version])
+                          "FROM gpu_health_predictions WHERE rule_version = $version "
+                          "AND status = 'pending' ORDER BY t0", {"version": version})
     return (window_ends(db, version),
             [(str(p), str(n), int(i), None if u is None else str(u), from_naive_utc(t),
               from_naive_utc(e)) for p, n, i, u, t, e in pending])
@@ -152,7 +153,8 @@ def window_ends(db: Database, version: str) -> list[tuple[str, int, datetime]]:
     """Per card, the end of ``version``'s last window in the file (the insert refuses any
     decision whose t0 is before it)."""
     rows = db.fetchall("SELECT node_id, gpu_index, max(window_end) FROM gpu_health_predictions "
-                       "WHERE rule_version = ? GROUP BY node_id, gpu_index", [version])
+                       "WHERE rule_version = $version GROUP BY node_id, gpu_index",
+                       {"version": version})
     return [(str(n), int(i), from_naive_utc(e)) for n, i, e in rows]
 
 
@@ -162,7 +164,7 @@ def counts_by(db: Database, version: str, column: str) -> dict[str, dict[str, in
     result: dict[str, dict[str, int]] = {}
     for key, status, n in db.fetchall(
         f"SELECT {column}, status, count(*) FROM gpu_health_predictions "
-        "WHERE rule_version = ? GROUP BY ALL ORDER BY ALL", [version],
+        "WHERE rule_version = $version GROUP BY ALL ORDER BY ALL", {"version": version},
     ):
         result.setdefault(str(key), {})[str(status)] = int(n)
     return result
@@ -218,4 +220,5 @@ def preceded_by_correctable(db: Database, faults: Sequence[Fault]) -> int:
 
 def card_count(db: Database) -> int:
     return int(db.fetchone("SELECT count(*) FROM (SELECT DISTINCT node_id, gpu_index FROM "
-                           "gpu_health_samples WHERE source = ?)", [SOURCE_REAL])[0])
+                           "gpu_health_samples WHERE source = $source)",
+                           {"source": SOURCE_REAL})[0])

@@ -14,7 +14,7 @@ import contextvars
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,12 +23,15 @@ from typing import Any, ClassVar, TypeVar
 
 from evaluator.store.rollup_sql import SEALED_MEMO, STATE
 from evaluator.store.schema import MIGRATIONS, Only
+from evaluator.store.sql import Dialect
 from gpu_health.clock import from_naive_utc, system_clock, to_naive_utc
 from gpu_health.errors import StoreError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# A statement's values, by the names of its $name placeholders (evaluator.store.sql).
+Params = Mapping[str, Any]
 MIGRATION_LOCK = 0x6770_7568_6561  # advisory-lock key: one evaluator migrates at a time
 
 
@@ -53,8 +56,10 @@ class Database(ABC):
     :class:`~evaluator.store.engines.postgres.PostgresDatabase`) says how a statement runs and
     sets what differs below."""
 
-    # Which SQL dialect runs (a migration step may be for one engine only).
+    # Which engine runs (a migration step may be for one engine only).
     engine: ClassVar[str]
+    # Its text where the shared statements cannot agree (evaluator.store.sql).
+    dialect: ClassVar[Dialect]
     # False: this process is the only writer, so a store module may keep a value in step with
     # its table in ``memo``. True: other evaluators write too, so such values are read again in
     # the transaction that relies on them.
@@ -81,11 +86,11 @@ class Database(ABC):
     # -- what an engine provides -------------------------------------------------------------
 
     @abstractmethod
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+    def execute(self, sql: str, params: Params | None = None) -> Any:
         """Run one statement; count it; wrap driver errors into StoreError."""
 
     @abstractmethod
-    def modify(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> int:
+    def modify(self, sql: str, params: Params | None = None) -> int:
         """Run an INSERT, UPDATE or DELETE; return how many rows it changed."""
 
     @abstractmethod
@@ -104,11 +109,20 @@ class Database(ABC):
 
     # -- the same on every engine -------------------------------------------------------------
 
-    def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> list[Any]:
+    def _counted(self, params: object) -> None:
+        """Count a statement about to run; refuse positional parameters (one placeholder style:
+        ``$name`` with a dict, evaluator.store.sql)."""
+        if params is not None and not isinstance(params, Mapping):
+            raise TypeError("store statements bind named parameters: $name with a dict of "
+                            f"values, not a {type(params).__name__}")
+        with self._lock:
+            self.statements += 1
+
+    def fetchall(self, sql: str, params: Params | None = None) -> list[Any]:
         result: list[Any] = self.execute(sql, params).fetchall()
         return result
 
-    def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+    def fetchone(self, sql: str, params: Params | None = None) -> Any:
         return self.execute(sql, params).fetchone()
 
     @contextmanager
@@ -192,7 +206,8 @@ class Database(ABC):
             if version in done:
                 continue
             with self.locked(MIGRATION_LOCK):
-                if self.fetchone("SELECT 1 FROM schema_migrations WHERE version = ?", [version]):
+                if self.fetchone("SELECT 1 FROM schema_migrations WHERE version = $version",
+                                 {"version": version}):
                     continue  # another evaluator applied it while this one waited
                 for statement in statements:
                     if isinstance(statement, Only):
@@ -201,8 +216,9 @@ class Database(ABC):
                         statement = statement.sql
                     self.execute(statement)
                 self.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, ?)",
-                    [version, description, to_naive_utc(system_clock())],
+                    "INSERT INTO schema_migrations VALUES ($version, $description, $at)",
+                    {"version": version, "description": description,
+                     "at": to_naive_utc(system_clock())},
                 )
             applied.append(version)
             log.info("applied schema migration %d: %s", version, description)

@@ -88,8 +88,8 @@ def _fetch(db: Database, params: RuleParams, n_slices: int, cards: bool,
     statement per shard of the cards, each on its own connection, at once."""
     shards = db.feature_shards
     if shards <= 1:
-        return db.fetchall(build_sql(params, n_slices, cards, db.engine), values)
-    sql = build_sql(params, n_slices, cards, db.engine, sharded=True)
+        return db.fetchall(build_sql(params, n_slices, db.dialect, cards), values)
+    sql = build_sql(params, n_slices, db.dialect, cards, sharded=True)
     with ThreadPoolExecutor(max_workers=shards, thread_name_prefix="features") as pool:
         parts = pool.map(lambda i: db.fetchall(sql, values | {"shards": shards, "shard": i}),
                          range(shards))

@@ -1,6 +1,7 @@
 """The feature-extraction statement (see :mod:`evaluator.store.features` for the semantics).
 
-Built per parameter set and number of scan slices; every value is a bound parameter. A NULL UUID
+Built per parameter set, number of scan slices and engine (its :class:`~evaluator.store.sql.Dialect`
+supplies the boundary probes and the as-of join); every value is a bound parameter. A NULL UUID
 is keyed as '' for the join equalities (Prometheus itself treats an empty label value as an
 absent label, so no card reports '' as its UUID).
 """
@@ -11,6 +12,7 @@ from datetime import timedelta
 from typing import Final
 
 from evaluator.rules.params import RuleParams
+from evaluator.store.sql import Dialect, compose
 
 # alias -> counter column
 _NEEDED: Final[dict[str, str]] = {
@@ -119,66 +121,6 @@ HAVING max(head) IS NOT NULL AND ({known_at_t0})
 ORDER BY ev, node_id, gpu_index
 """
 
-# The rows next to each boundary. DuckDB: every card's rows of the slices around the boundaries
-# (``near``, one scan per slice), joined on time buckets. PostgreSQL: an index range scan per
-# card and boundary instead; materialising and sorting ``near`` was 2 of its 5 s at 4,096 cards
-# (bench.postgres), while DuckDB scans and hash-joins it in a tenth of that.
-_BOUNDARIES: Final = {
-    "duckdb": """near AS MATERIALIZED (
-{slices}
-),
-probes AS MATERIALIZED (
-    -- [b - max_age, b] spans at most two buckets of width max_age: join on each (an equi-join,
-    -- so a row only meets the few boundaries next to it), then keep rows inside the range.
-    -- MATERIALIZED: PostgreSQL would otherwise flatten this into the join below and, without
-    -- statistics on the CTEs, test the bucket after a merge join on the card alone (measured
-    -- 0.45 s of 1.9 s at 1,024 cards; DuckDB plans the same either way).
-    SELECT *, (epoch_us(b) // $bucket_us) - d AS bucket
-    FROM points CROSS JOIN (VALUES (0), (1)) AS shift(d)
-),
-vals AS (
-    SELECT p.ev, p.node_id, p.gpu_index, p.j,
-           {values}
-    FROM probes p
-    JOIN near s
-      ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.ukey = p.ukey
-     AND s.bucket = p.bucket
-     AND s.sampled_at <= p.b AND s.sampled_at >= p.b - to_seconds($max_age)
-    GROUP BY p.ev, p.node_id, p.gpu_index, p.j
-),
-partial AS (
-    -- rows in [trunc(x), x] for x = t0 (added) and x = t0 - B (already in whole, subtracted)
-    SELECT p.ev, p.node_id, p.gpu_index, p.j, count(*) AS n
-    FROM (SELECT *, date_trunc('hour', b) AS hb FROM points WHERE j IN (0, {base_j})) p
-    JOIN (SELECT *, date_trunc('hour', sampled_at) AS hs FROM near
-          WHERE ecc_corrected_total IS NOT NULL) s
-      ON s.node_id = p.node_id AND s.gpu_index = p.gpu_index AND s.ukey = p.ukey
-     AND s.hs = p.hb AND s.sampled_at <= p.b
-    GROUP BY p.ev, p.node_id, p.gpu_index, p.j
-),""",
-    "postgresql": """vals AS (
-    -- each boundary's rows in [b - max_age, b] (its values) and [hour of b, b] (the partial
-    -- hour of the baseline count) by one index range scan of its card, aggregated inside the
-    -- probe: grouping the probes' rows afterwards sorted 266,000 rows, and a second probe per
-    -- partial hour cost 0.13 s, of the statement's 1.4 s at 4,096 cards
-    SELECT p.ev, p.node_id, p.gpu_index, p.j, s.*
-    FROM points p
-    CROSS JOIN LATERAL (
-        SELECT {values_q},
-               count(q.ecc_corrected_total) FILTER (
-                   WHERE q.sampled_at >= date_trunc('hour', p.b)) AS n
-        FROM gpu_health_samples q
-        WHERE q.node_id = p.node_id AND q.gpu_index = p.gpu_index AND q.source = $source
-          AND q.sampled_at <= p.b AND coalesce(q.gpu_uuid, '') = p.ukey
-          AND q.sampled_at >= least(p.b - to_seconds($max_age), date_trunc('hour', p.b))) s
-),
-partial AS (
-    -- rows in [trunc(x), x] for x = t0 (added) and x = t0 - B (already in whole, subtracted)
-    SELECT ev, node_id, gpu_index, j, n FROM vals WHERE j IN (0, {base_j})
-),""",
-}
-
-
 def _recent(params: RuleParams) -> str:
     """PostgreSQL's probe also reads the partial hour before a boundary: a value comes from
     [b - max_age, b] only, which holds that hour already when max_age is an hour or more."""
@@ -200,41 +142,27 @@ sel_cards AS (SELECT unnest($card_nodes::VARCHAR[]) AS node_id,
                      unnest($card_idx::INTEGER[]) AS gpu_index),"""
 _CARDS: Final = (" AND EXISTS (SELECT 1 FROM sel_cards c WHERE c.node_id = s.node_id"
                  " AND c.gpu_index = s.gpu_index)")
-# Only the cards of shard $shard of $shards (PostgreSQL: one statement runs on one core, so the
-# store runs a shard per pool connection; every part of the statement follows its scans' cards)
-_SHARD: Final = " AND abs(hashtext(s.node_id)::BIGINT + s.gpu_index) % $shards = $shard"
 
-# Each (time, card)'s newest row at or before the time. Engine-specific because PostgreSQL has
-# no ASOF JOIN; a LATERAL ... LIMIT 1 probe is its index-backed equivalent (one index descent
-# per card and time on the samples' PostgreSQL index, not the
-# materialised CTE), while DuckDB's ASOF JOIN sorts both sides once.
-_ASOF: Final = {
-    "duckdb": """ASOF JOIN recent r
-      ON r.node_id = ca.node_id AND r.gpu_index = ca.gpu_index AND ca.ev >= r.sampled_at""",
-    "postgresql": """CROSS JOIN LATERAL (
-        SELECT q.sampled_at, q.gpu_uuid FROM gpu_health_samples q
-        WHERE q.node_id = ca.node_id AND q.gpu_index = ca.gpu_index AND q.source = $source
-          AND q.sampled_at <= ca.ev AND q.sampled_at <= $hi
-        ORDER BY q.sampled_at DESC LIMIT 1) r""",
-}
-
-
-def build_sql(params: RuleParams, n_slices: int, cards: bool = False,
-              engine: str = "duckdb", sharded: bool = False) -> str:
-    """The statement for this parameter set with ``n_slices`` scan slices ($s0/$e0, ...);
-    ``cards``: only the cards of $card_nodes/$card_idx; ``engine``: the store's dialect;
-    ``sharded`` (PostgreSQL): only the cards of shard $shard of $shards."""
+def build_sql(params: RuleParams, n_slices: int, dialect: Dialect, cards: bool = False,
+              sharded: bool = False) -> str:
+    """The statement for this parameter set with ``n_slices`` scan slices ($s0/$e0, ...) in the
+    store's ``dialect``; ``cards``: only the cards of $card_nodes/$card_idx; ``sharded``: only
+    the cards of shard $shard of $shards (an engine with a ``feature_shard`` fragment)."""
+    if sharded and dialect.feature_shard is None:
+        raise ValueError("this engine runs the features statement whole (no feature_shard)")
     columns = _pivot_columns(params)
-    semi = (_CARDS if cards else "") + (_SHARD if sharded else "")
-    return _TEMPLATE.replace("{boundaries}", _BOUNDARIES[engine]).format(
-        asof=_ASOF[engine],
+    semi = (_CARDS if cards else "") + ((dialect.feature_shard or "") if sharded else "")
+    return compose(
+        _TEMPLATE,
+        boundaries=dialect.feature_boundaries,
+        asof=dialect.feature_asof,
         values_q=",\n               ".join(
             f"arg_max(q.{column}, q.sampled_at){_recent(params)} AS {alias}"
             for alias, column in _NEEDED.items()),
         cards_cte=_CARDS_CTE if cards else "",
         cards=semi,
         slices="\n    UNION ALL\n".join(
-            _SLICE.format(i=i, columns=_COLUMNS, cards=semi) for i in range(n_slices)),
+            compose(_SLICE, i=i, columns=_COLUMNS, cards=semi) for i in range(n_slices)),
         values=",\n           ".join(
             f"arg_max(s.{column}, s.sampled_at) AS {alias}" for alias, column in _NEEDED.items()),
         pivots=",\n           ".join(

@@ -16,9 +16,11 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from evaluator.store import rollups
 from evaluator.store.db import Database
+from evaluator.store.sql import unnest_rows
 from evaluator.store.xid_samples import TABLE as XID_TABLE
 from evaluator.store.xid_samples import delete_xid_samples_before
 from gpu_health.clock import to_naive_utc
@@ -39,28 +41,31 @@ class NodeRecord:
     listed_source: str | None = None
 
 
+_NODE_COLUMNS: Final = ("node_id", "tenant", "target", "last_seen", "listed_cards",
+                        "listed_source")
+_NODE_CASTS: Final = ("VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMP", "INTEGER", "VARCHAR")
+
+
 def upsert_nodes(db: Database, nodes: Sequence[NodeRecord]) -> int:
     """Insert or update all ``nodes`` in one statement (node ids must be unique)."""
     if not nodes:
         return 0
     db.execute(
-        """
-        INSERT INTO gpu_health_nodes (node_id, tenant, target, last_seen, listed_cards,
-                                      listed_source)
-        SELECT unnest($1::VARCHAR[]), unnest($2::VARCHAR[]), unnest($3::VARCHAR[]),
-               unnest($4::TIMESTAMP[]), unnest($5::INTEGER[]), unnest($6::VARCHAR[])
+        f"""
+        INSERT INTO gpu_health_nodes ({", ".join(_NODE_COLUMNS)})
+        SELECT {unnest_rows(_NODE_COLUMNS, _NODE_CASTS)}
         ON CONFLICT (node_id) DO UPDATE SET
             tenant = excluded.tenant, target = excluded.target, last_seen = excluded.last_seen,
             listed_cards = excluded.listed_cards, listed_source = excluded.listed_source
         """,
-        [
-            [n.node_id for n in nodes],
-            [n.tenant for n in nodes],
-            [n.target for n in nodes],
-            [to_naive_utc(n.last_seen) for n in nodes],
-            [n.listed_cards for n in nodes],
-            [n.listed_source for n in nodes],
-        ],
+        {
+            "node_id": [n.node_id for n in nodes],
+            "tenant": [n.tenant for n in nodes],
+            "target": [n.target for n in nodes],
+            "last_seen": [to_naive_utc(n.last_seen) for n in nodes],
+            "listed_cards": [n.listed_cards for n in nodes],
+            "listed_source": [n.listed_source for n in nodes],
+        },
     )
     return len(nodes)
 
@@ -82,7 +87,8 @@ def delete_samples_before(db: Database, cutoff: datetime) -> Deleted:
     ``cutoff``, in one transaction (an interrupted run deletes nothing)."""
     with db.transaction():
         deleted = db.modify(
-            "DELETE FROM gpu_health_samples WHERE sampled_at < ?", [to_naive_utc(cutoff)]
+            "DELETE FROM gpu_health_samples WHERE sampled_at < $cutoff",
+            {"cutoff": to_naive_utc(cutoff)}
         )
         rollups.after_retention(db, cutoff)
         xids = delete_xid_samples_before(db, cutoff)
@@ -119,14 +125,15 @@ def purge_simulated(db: Database) -> int:
     """Delete every ``source='simulated'`` sample, XID sample and prediction (and forget
     simulated listed-card counts); real rows are never
     touched. Returns the number of (non-XID) sample rows deleted."""
+    simulated = {"source": SOURCE_SIMULATED}
     with db.transaction():
         samples = db.modify(
-            "DELETE FROM gpu_health_samples WHERE source = ?", [SOURCE_SIMULATED]
+            "DELETE FROM gpu_health_samples WHERE source = $source", simulated
         )
-        db.execute(f"DELETE FROM {XID_TABLE} WHERE source = ?", [SOURCE_SIMULATED])
-        db.execute("DELETE FROM gpu_health_predictions WHERE source = ?", [SOURCE_SIMULATED])
+        db.execute(f"DELETE FROM {XID_TABLE} WHERE source = $source", simulated)
+        db.execute("DELETE FROM gpu_health_predictions WHERE source = $source", simulated)
         db.execute("UPDATE gpu_health_nodes SET listed_cards = NULL, listed_source = NULL "
-                   "WHERE listed_source = ?", [SOURCE_SIMULATED])
+                   "WHERE listed_source = $source", simulated)
         rollups.after_purge(db, SOURCE_SIMULATED)
     return samples
 
@@ -137,7 +144,7 @@ def simulated_nodes_present(db: Database, node_ids: Sequence[str]) -> list[str]:
         return []
     rows = db.fetchall(
         "SELECT DISTINCT node_id FROM gpu_health_samples "
-        "WHERE source = ? AND node_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY 1",
-        [SOURCE_SIMULATED, list(node_ids)],
+        "WHERE source = $source AND node_id IN (SELECT unnest($nodes::VARCHAR[])) ORDER BY 1",
+        {"source": SOURCE_SIMULATED, "nodes": list(node_ids)},
     )
     return [str(r[0]) for r in rows]

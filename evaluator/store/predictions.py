@@ -27,7 +27,7 @@ from evaluator.model import RESOLVED
 from evaluator.rules.model import Decision
 from evaluator.rules.outcome import Outcome
 from evaluator.store.conflicts import retry_conflicts
-from evaluator.store.db import Database
+from evaluator.store.db import Database, Params
 from gpu_health.clock import from_naive_utc, to_naive_utc
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class NewPrediction:
     uncorrected_at_t0: int | None
 
 
-def run_idempotent(db: Database, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Any]:
+def run_idempotent(db: Database, sql: str, params: Params) -> list[Any]:
     """fetchall, re-run on a write-write conflict with a concurrent instance (see module doc)."""
     return retry_conflicts(lambda: db.fetchall(sql, params))
 
@@ -167,8 +167,8 @@ def pending_of(db: Database, version: str) -> list[NewPrediction]:
     rows = db.fetchall(
         "SELECT id, node_id, gpu_index, gpu_uuid, source, rule_version, window_days, t0, "
         "window_end, predicted_at, signal, layer, evidence, uncorrected_at_t0 "
-        "FROM gpu_health_predictions WHERE rule_version = ? AND status = 'pending' ORDER BY id",
-        [version])
+        "FROM gpu_health_predictions WHERE rule_version = $version AND status = 'pending' "
+        "ORDER BY id", {"version": version})
     return [_new_prediction(r) for r in rows]
 
 

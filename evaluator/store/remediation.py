@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from evaluator.store.db import Database
+from evaluator.store.sql import unnest_rows
 from gpu_health.clock import from_naive_utc, to_naive_utc
 
 _COLUMNS = ("actor", "step", "result", "alert_id", "node_id", "slurm_node", "gpu_index",
@@ -69,12 +70,12 @@ def record(db: Database, now: datetime, actor: str, entries: Sequence[Entry],
                e.card_action, e.slurm_reason, e.reason] for e in new]
     columns = list(zip(*values, strict=True))
     casts = ("VARCHAR",) * 6 + ("INTEGER",) + ("VARCHAR",) * 3
-    selects = ", ".join(f"unnest(${i + 3}::{cast}[])" for i, cast in enumerate(casts))
     db.execute(
         f"INSERT INTO gpu_health_remediations (happened_at, seq, {', '.join(_COLUMNS)}) "
-        f"SELECT $1, (SELECT coalesce(max(seq), 0) FROM gpu_health_remediations) "
-        f"+ unnest($2::BIGINT[]), {selects}",
-        [to_naive_utc(now), list(range(1, len(new) + 1)), *[list(c) for c in columns]])
+        f"SELECT $happened_at, (SELECT coalesce(max(seq), 0) FROM gpu_health_remediations) "
+        f"+ unnest($seqs::BIGINT[]), {unnest_rows(_COLUMNS, casts)}",
+        {"happened_at": to_naive_utc(now), "seqs": list(range(1, len(new) + 1)),
+         **{name: list(c) for name, c in zip(_COLUMNS, columns, strict=True)}})
     return new
 
 

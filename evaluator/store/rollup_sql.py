@@ -69,40 +69,46 @@ AGGREGATE: Final = ",\n       ".join((
     f"arg_min({_UNC}, sampled_at) FILTER (WHERE {_UNC} > prev) AS inc_after",
     f"min(sampled_at) FILTER (WHERE {_UNC} > 0) AS pos_at",
 ))
-CORR_HOURS: Final = "list_value({}) AS corr_hours".format(", ".join(
-    f"count(ecc_corrected_total) FILTER (WHERE hour(sampled_at) = {h})" for h in range(24)))
+CORR_HOURS: Final = "list_value(" + ", ".join(
+    f"count(ecc_corrected_total) FILTER (WHERE hour(sampled_at) = {h})" for h in range(24)
+) + ") AS corr_hours"
 
-# Raw rows in [$lo, $hi) summarised per series and day (the sealing statement's body); {cards}:
-# an optional EXISTS condition restricting the series, {part}: an optional extra condition.
-DAY_SEGMENTS: Final = f"""
+def day_segments(part: str = "", cards: str = "") -> str:
+    """Raw rows in [$lo, $hi) summarised per series and day (the sealing statement's body);
+    ``part``: an optional extra condition, ``cards``: an optional EXISTS condition restricting
+    the series."""
+    return f"""
 SELECT {SERIES}, day, {AGGREGATE}, {CORR_HOURS}
 FROM (
     SELECT *, date_trunc('day', sampled_at) AS day,
            {_DAY_PREV} AS prev
     FROM gpu_health_samples s
-    WHERE sampled_at >= $lo AND sampled_at < $hi{{part}}{{cards}}
+    WHERE sampled_at >= $lo AND sampled_at < $hi{part}{cards}
 ) AS d
 GROUP BY {SERIES}, day"""
 
-# Segments of every series of $source in the period [$since, $until]: the sealed days inside it
-# ([$dlo, $dhi)), and the raw rows of the rest ([$since, $dlo) and [$dhi, $until]) per day.
-# {nodes}: an optional node filter; {cards}: an optional EXISTS test of the series (alias g) in a
-# relation ``cand`` (node_id, gpu_index, gpu_uuid), applied before the raw rows' window pass.
-PERIOD_SEGMENTS: Final = f"""
+def period_segments(nodes: str = "", cards: str = "") -> str:
+    """Segments of every series of $source in the period [$since, $until]: the sealed days
+    inside it ([$dlo, $dhi)), and the raw rows of the rest ([$since, $dlo) and [$dhi, $until])
+    per day. ``nodes``: an optional node filter; ``cards``: an optional EXISTS test of the
+    series (alias g) in a relation ``cand`` (node_id, gpu_index, gpu_uuid), applied before the
+    raw rows' window pass."""
+    return f"""
     SELECT {SERIES}, {FIELD_LIST} FROM {DAYS} g
-    WHERE source = $source AND day >= $dlo AND day < $dhi{{nodes}}{{cards}}
+    WHERE source = $source AND day >= $dlo AND day < $dhi{nodes}{cards}
     UNION ALL
     SELECT {SERIES}, {AGGREGATE} FROM (
         SELECT g.*, {_DAY_PREV} AS prev
         FROM gpu_health_samples g
         WHERE source = $source AND sampled_at >= $since AND sampled_at <= $until
-          AND NOT (sampled_at >= $dlo AND sampled_at < $dhi){{nodes}}{{cards}}) AS r
+          AND NOT (sampled_at >= $dlo AND sampled_at < $dhi){nodes}{cards}) AS r
     GROUP BY {SERIES}, date_trunc('day', sampled_at)"""
 CAND: Final = (" AND EXISTS (SELECT 1 FROM cand c WHERE c.node_id = g.node_id"
                " AND c.gpu_index = g.gpu_index AND c.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid)")
 
 # Over a relation {segs} (key columns {key}, segment fields): per key, the first increase point
-# of the known uncorrectable counts, with the counts before and after it.
+# of the known uncorrectable counts, with the counts before and after it (holes filled by
+# evaluator.store.sql.compose).
 FIRST_INCREASE: Final = """
     SELECT {key}, min(event_at) AS event_at, arg_min(before, event_at) AS before,
            arg_min(after, event_at) AS after
@@ -129,8 +135,10 @@ def _first_event(field: str, cross: str) -> str:
 # same day, merged into one segment per series (an hourly seal, rollups._seal_part). Segments are
 # disjoint in time, so: counts add, bounds take min/max, first/last values come from the first/
 # last segment holding one, and the first increase point is the earliest of each segment's
-# (:data:`FIRST_INCREASE` over two or more segments). {part}: an optional node condition (s).
-MERGE_DAY: Final = f"""
+# (:data:`FIRST_INCREASE` over two or more segments).
+def merge_day(part: str = "") -> str:
+    """The merged segments of $day (see above); ``part``: an optional node condition (s)."""
+    return f"""
 SELECT {SERIES}, day, sum(n_rows)::BIGINT AS n_rows, min(first_at) AS first_at,
        max(last_at) AS last_at,
        {", ".join(f"sum(n_{k})::BIGINT AS n_{k}" for k in COUNTER_KEYS)},
@@ -150,9 +158,9 @@ FROM (
         SELECT *, lag(unc_last) OVER (PARTITION BY {SERIES} ORDER BY unc_first_at) AS prev_last
         FROM (
             SELECT {SERIES}, day, {FIELD_LIST}, corr_hours FROM {DAYS} s
-            WHERE day = $day{{part}}
+            WHERE day = $day{part}
             UNION ALL
-            {DAY_SEGMENTS.strip().replace("{cards}", "")}
+            {day_segments(part=part).strip()}
         ) AS u
     ) AS l
 ) AS e

@@ -15,7 +15,7 @@ so every per-card question became a scan of time. Now:
   so the last rows of the day are in), about a million raw rows per statement. A store whose
   ``seal_every`` is an hour (PostgreSQL) moves it every hour: the day being sealed then has one
   segment for its rows before the watermark, grown each hour by merging the new hour's rows
-  into it (:data:`~evaluator.store.rollup_sql.MERGE_DAY`), so readers still see one segment
+  into it (:func:`~evaluator.store.rollup_sql.merge_day`), so readers still see one segment
   per series and day, and only a partial day's segment ends at the watermark instead of a
   midnight (:func:`covered`);
 - rows written later into a sealed day (a skewed clock, an import) re-summarise their cards' days
@@ -40,14 +40,14 @@ from typing import Any, Final
 
 from evaluator.store.db import Database
 from evaluator.store.rollup_sql import (
-    DAY_SEGMENTS,
     DAYS,
     EDGES,
     FIELD_LIST,
-    MERGE_DAY,
     SEALED_MEMO,
     SERIES,
     STATE,
+    day_segments,
+    merge_day,
 )
 from gpu_health.clock import from_naive_utc, to_naive_utc
 
@@ -100,10 +100,10 @@ def _summarise(db: Database, lo: datetime, hi: datetime, parts: int = 1) -> None
     params = {"lo": to_naive_utc(lo), "hi": to_naive_utc(hi)}
     db.execute(f"DELETE FROM {DAYS} WHERE day >= $lo AND day < $hi", params)
     if parts <= 1:
-        db.execute(f"INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards='', part='')}", params)
+        db.execute(f"INSERT INTO {DAYS} {day_segments()}", params)
         return
     for part in range(parts):
-        db.execute(f"INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards='', part=_PART)}",
+        db.execute(f"INSERT INTO {DAYS} {day_segments(part=_PART)}",
                    params | {"parts": parts, "part": part})
 
 
@@ -180,7 +180,7 @@ def _seal_part(db: Database, lo: datetime, hi: datetime) -> None:
         for part in range(parts):
             split = {"parts": parts, "part": part} if parts > 1 else {}
             into = f"CREATE TEMP TABLE {_MERGED} AS" if part == 0 else f"INSERT INTO {_MERGED}"
-            db.execute(f"{into} {MERGE_DAY.format(part=_PART if split else '')}", span | split)
+            db.execute(f"{into} {merge_day(part=_PART if split else '')}", span | split)
         db.execute(f"DELETE FROM {DAYS} WHERE day = $day", day)
         db.execute(f"INSERT INTO {DAYS} ({columns}) SELECT {columns} FROM {_MERGED}")
         db.execute(f"DROP TABLE {_MERGED}")
@@ -191,15 +191,16 @@ def _chunks(db: Database, start: datetime, end: datetime) -> tuple[int, int]:
     """(days per transaction, statements per day) for about CHUNK_ROWS raw rows per statement:
     many days at once for a small or sparse history, one day split by node for a fleet whose
     day holds more (100,000 cards: ~29 M rows a day), so memory stays bounded."""
-    row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE sampled_at >= ? "
-                      "AND sampled_at < ?", [to_naive_utc(start), to_naive_utc(end)])
+    row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE sampled_at >= $start "
+                      "AND sampled_at < $end",
+                      {"start": to_naive_utc(start), "end": to_naive_utc(end)})
     per_day = max(1, int(row[0]) // max(1, (end - start) // DAY))
     return max(1, min(366, CHUNK_ROWS // per_day)), -(-per_day // CHUNK_ROWS)
 
 
 def _set_watermark(db: Database, at: datetime) -> None:
     db.execute(f"DELETE FROM {STATE}")
-    db.execute(f"INSERT INTO {STATE} VALUES (?)", [to_naive_utc(at)])
+    db.execute(f"INSERT INTO {STATE} VALUES ($at)", {"at": to_naive_utc(at)})
     db.memo[SEALED_MEMO] = at  # a rollback clears the memo: the next read asks the table
 
 
@@ -243,7 +244,7 @@ def after_insert(db: Database, rows: Iterable[tuple[str, str, int, datetime]]) -
     semi = (" AND EXISTS (SELECT 1 FROM touched t WHERE t.source = s.source"
             " AND t.node_id = s.node_id AND t.gpu_index = s.gpu_index"
             " AND t.day = date_trunc('day', s.sampled_at))")
-    db.execute(f"{_RESUMMARISE} INSERT INTO {DAYS} {DAY_SEGMENTS.format(cards=semi, part='')}",
+    db.execute(f"{_RESUMMARISE} INSERT INTO {DAYS} {day_segments(cards=semi)}",
                keys | span)
     db.execute(f"""{_RESUMMARISE}
         DELETE FROM {EDGES} WHERE prediction_id IN (
@@ -258,10 +259,10 @@ def after_retention(db: Database, cutoff: datetime) -> None:
     the days gone, the edges of windows starting on a deleted or cut day (and of resolved
     predictions), and the cut day summarised again when sealed. Call inside that transaction."""
     first = day_floor(cutoff)
-    db.execute(f"DELETE FROM {DAYS} WHERE day < ?", [to_naive_utc(first)])
+    db.execute(f"DELETE FROM {DAYS} WHERE day < $first", {"first": to_naive_utc(first)})
     db.execute(f"DELETE FROM {EDGES} WHERE prediction_id NOT IN (SELECT id FROM "
-               "gpu_health_predictions WHERE status = 'pending' AND t0 >= ?)",
-               [to_naive_utc(first + DAY)])
+               "gpu_health_predictions WHERE status = 'pending' AND t0 >= $after)",
+               {"after": to_naive_utc(first + DAY)})
     sealed = sealed_until(db)
     if cutoff > first and sealed is not None and first < sealed:
         _summarise(db, first, min(first + DAY, sealed))
@@ -270,7 +271,7 @@ def after_retention(db: Database, cutoff: datetime) -> None:
 def after_purge(db: Database, source: str) -> None:
     """Keep the invariant after every row and prediction of ``source`` was deleted. Call inside
     that transaction."""
-    db.execute(f"DELETE FROM {DAYS} WHERE source = ?", [source])
+    db.execute(f"DELETE FROM {DAYS} WHERE source = $source", {"source": source})
     db.execute(f"DELETE FROM {EDGES} WHERE prediction_id NOT IN "
                "(SELECT id FROM gpu_health_predictions)")
 

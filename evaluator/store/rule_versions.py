@@ -39,12 +39,14 @@ def register_rule_version(db: Database, *, version: str, base_version: str, para
     """Record a version on first use (first writer wins); return what the store holds."""
     run_idempotent(
         db,
-        "INSERT INTO gpu_health_rule_versions VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        [version, base_version, params_hash, params_json, to_naive_utc(now)],
+        "INSERT INTO gpu_health_rule_versions VALUES ($version, $base_version, $params_hash, "
+        "$params_json, $now) ON CONFLICT DO NOTHING",
+        {"version": version, "base_version": base_version, "params_hash": params_hash,
+         "params_json": params_json, "now": to_naive_utc(now)},
     )
     row = db.fetchone(
         "SELECT version, base_version, params_hash, params_json, first_used_at "
-        "FROM gpu_health_rule_versions WHERE version = ?", [version],
+        "FROM gpu_health_rule_versions WHERE version = $version", {"version": version},
     )
     return StoredRuleVersion(str(row[0]), str(row[1]), str(row[2]), str(row[3]),
                              from_naive_utc(row[4]))

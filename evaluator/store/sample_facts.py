@@ -27,8 +27,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from evaluator.store.db import Database
-from evaluator.store.rollup_sql import CAND, FIRST_INCREASE, PERIOD_SEGMENTS
+from evaluator.store.rollup_sql import CAND, FIRST_INCREASE, period_segments
 from evaluator.store.rollups import DAY, EPOCH, covered, day_floor
+from evaluator.store.sql import compose
 from evaluator.store.xid_samples import TABLE as XID_TABLE
 from evaluator.store.xid_samples import XID_EVENT, XID_PREV
 from gpu_health.clock import from_naive_utc, to_naive_utc
@@ -91,16 +92,17 @@ def sample_facts(db: Database, *, since: datetime, until: datetime, source: str,
                        first_evidence(db, params, set(wanted), fault_xids), wanted)
 
 
-_EVIDENCE = f"""
+# {segments}: the candidates' period segments; {xids}: their XID evidence, or nothing.
+_EVIDENCE = """
 WITH cand AS (
     SELECT unnest($c_nodes::VARCHAR[]) AS node_id, unnest($c_idx::INTEGER[]) AS gpu_index,
            unnest($c_uuid::VARCHAR[]) AS gpu_uuid
 ),
 ev AS (
     SELECT node_id, gpu_index, gpu_uuid, min(pos_at) AS seen_at
-    FROM ({PERIOD_SEGMENTS.format(nodes="", cards=CAND)}) AS s
+    FROM ({segments}) AS s
     WHERE pos_at IS NOT NULL
-    GROUP BY node_id, gpu_index, gpu_uuid{{xids}}
+    GROUP BY node_id, gpu_index, gpu_uuid{xids}
 )
 SELECT node_id, gpu_index, gpu_uuid, min(seen_at) FROM ev GROUP BY node_id, gpu_index, gpu_uuid
 """
@@ -130,7 +132,8 @@ def first_evidence(db: Database, params: dict[str, Any], cards: set[Card],
                              "c_uuid": [c[2] for c in ordered]}
     if fault_xids:
         query["xids"] = list(fault_xids)
-    sql = _EVIDENCE.format(xids=_EVIDENCE_XIDS if fault_xids else "")
+    sql = compose(_EVIDENCE, segments=period_segments(cards=CAND),
+                  xids=_EVIDENCE_XIDS if fault_xids else "")
     query = period_params(db, query)
     return {(str(n), int(i), None if u is None else str(u)): from_naive_utc(at)
             for n, i, u, at in db.fetchall(sql, query)}
@@ -148,7 +151,7 @@ def period_cards(db: Database, params: dict[str, Any], nodes: frozenset[str] | N
     """(node, index, uuid, monitorable, first, last, min unc, max unc) per card in the period,
     from the sealed days' rollups and the raw rows of the rest."""
     any_known = " + ".join(f"n_{c}" for c in COUNTER_KEYS)
-    segments = PERIOD_SEGMENTS.format(nodes=node_filter(nodes), cards="")
+    segments = period_segments(nodes=node_filter(nodes))
     return db.fetchall(
         f"""SELECT node_id, gpu_index, gpu_uuid, bool_or({any_known} > 0), min(first_at),
                max(last_at), min(unc_min), max(unc_max)
@@ -162,23 +165,27 @@ cand AS (
     SELECT unnest($c_nodes::VARCHAR[]) AS node_id, unnest($c_idx::INTEGER[]) AS gpu_index,
            unnest($c_uuid::VARCHAR[]) AS gpu_uuid
 ),
-segs AS ({PERIOD_SEGMENTS.format(nodes="", cards=CAND)}),
+segs AS ({period_segments(cards=CAND)}),
 ecc AS (
     SELECT node_id, gpu_index, gpu_uuid, event_at AS fault_at
-    FROM ({FIRST_INCREASE.format(key="node_id, gpu_index, gpu_uuid", segs="segs")}) AS f
+    FROM ({compose(FIRST_INCREASE, key="node_id, gpu_index, gpu_uuid", segs="segs")}) AS f
 )"""
 
-_XID_EVENTS = f"""
+
+def _xid_events(nodes: str) -> str:
+    """The first XID fault of each card (``nodes``: an optional node filter on x)."""
+    return f"""
 xev AS (
     SELECT node_id, gpu_index, gpu_uuid, min(sampled_at) AS fault_at
     FROM (SELECT x.node_id, x.gpu_index, x.gpu_uuid, x.sampled_at, x.count,
                  {XID_PREV} AS prev
           FROM {XID_TABLE} x
           WHERE x.source = $source AND x.sampled_at <= $until
-            AND x.xid IN (SELECT unnest($xids::INTEGER[])){{nodes}}) AS xs
+            AND x.xid IN (SELECT unnest($xids::INTEGER[])){nodes}) AS xs
     WHERE {XID_EVENT} AND sampled_at >= $since
     GROUP BY node_id, gpu_index, gpu_uuid
 )"""
+
 
 _FIRST_FAULT = """
 WITH {events}
@@ -202,7 +209,7 @@ def first_fault_events(db: Database, params: dict[str, Any], moved: Sequence[Any
         query |= {"c_nodes": [c[0] for c in moved], "c_idx": [c[1] for c in moved],
                   "c_uuid": [c[2] for c in moved]}
     if fault_xids:
-        events.append(_XID_EVENTS.format(nodes=node_filter(nodes, "x.node_id")))
+        events.append(_xid_events(node_filter(nodes, "x.node_id")))
         query["xids"] = list(fault_xids)
         if nodes is not None:
             query["nodes"] = params["nodes"]
@@ -211,6 +218,6 @@ def first_fault_events(db: Database, params: dict[str, Any], moved: Sequence[Any
     union = " UNION ALL ".join(
         f"SELECT * FROM {name}" for name in (("ecc",) if moved else ()) + (
             ("xev",) if fault_xids else ()))
-    rows = db.fetchall(_FIRST_FAULT.format(events=",".join(events), union=union), query)
+    rows = db.fetchall(compose(_FIRST_FAULT, events=",".join(events), union=union), query)
     return tuple((str(n), int(i), None if u is None else str(u), from_naive_utc(at))
                  for n, i, u, at in rows if (n, i, u) in monitorable)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Final
 
 from evaluator.model import CardKey, Counters, MemoryDetails, Sample
 from evaluator.store import rollups
 from evaluator.store.db import Database
+from evaluator.store.sql import compose, unnest_rows
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import COUNTER_KEYS, DETAIL_KEYS
 from gpu_health.errors import StoreError
@@ -55,19 +55,16 @@ def insert_samples(db: Database, samples: Sequence[Sample]) -> int:
         )
         for column, value in zip(columns, values, strict=True):
             column.append(value)
-    # Explicit casts: an all-NULL list would otherwise be typed INTEGER/NULL by the binder.
     casts = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMP",
              *["BIGINT"] * (len(COUNTER_KEYS) + len(DETAIL_KEYS)))
-    selects = ", ".join(
-        f"unnest(${i + 1}::{cast}[])" for i, cast in enumerate(casts)
-    )
-    sql = f"INSERT INTO gpu_health_samples ({_COLUMN_LIST}) SELECT {selects}"
+    sql = f"INSERT INTO gpu_health_samples ({_COLUMN_LIST}) SELECT {unnest_rows(_COLUMNS, casts)}"
+    params = dict(zip(_COLUMNS, columns, strict=True))
     if not db.shared and not rollups.late(db, (s.sampled_at for s in samples)):
-        db.execute(sql, columns)  # the steady state: one statement
+        db.execute(sql, params)  # the steady state: one statement
         return len(samples)
     with db.transaction():  # rows for a sealed day: its rollups are redone with them
         rollups.hold_watermark(db)
-        db.execute(sql, columns)
+        db.execute(sql, params)
         rollups.after_insert(db, ((s.key.source, s.key.node_id, s.key.gpu_index, s.sampled_at)
                                   for s in samples))
     return len(samples)
@@ -86,23 +83,23 @@ def latest_rows(
     """
     if not keys:
         return {}
-    params: list[object] = [
-        [k.node_id for k in keys],
-        [k.gpu_index for k in keys],
-        [k.source for k in keys],
-    ]
+    params: dict[str, object] = {
+        "nodes": [k.node_id for k in keys],
+        "idx": [k.gpu_index for k in keys],
+        "sources": [k.source for k in keys],
+    }
     bound = ""
     if since is not None:
-        bound = "WHERE s.sampled_at >= $4"
-        params.append(to_naive_utc(since))
+        bound = "WHERE s.sampled_at >= $since"
+        params["since"] = to_naive_utc(since)
     rows = db.fetchall(
         f"""
         SELECT DISTINCT ON (s.node_id, s.gpu_index, s.source)
                {", ".join("s." + c for c in _COLUMNS)}
         FROM gpu_health_samples s
-        JOIN (SELECT DISTINCT unnest($1::VARCHAR[]) AS node_id,
-                     unnest($2::INTEGER[]) AS gpu_index,
-                     unnest($3::VARCHAR[]) AS source) k
+        JOIN (SELECT DISTINCT unnest($nodes::VARCHAR[]) AS node_id,
+                     unnest($idx::INTEGER[]) AS gpu_index,
+                     unnest($sources::VARCHAR[]) AS source) k
           ON s.node_id = k.node_id AND s.gpu_index = k.gpu_index AND s.source = k.source
         {bound}
         ORDER BY s.node_id, s.gpu_index, s.source, s.sampled_at DESC
@@ -152,21 +149,12 @@ def _insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: 
     casts = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMP", "TIMESTAMP",
              *["BIGINT"] * len(COUNTER_KEYS))
     names = ("node_id", "gpu_index", "gpu_uuid", "source", "first_at", "last_at", *COUNTER_KEYS)
-    staged = ", ".join(f"unnest(${i + 1}::{cast}[]) AS {name}"
-                       for i, (cast, name) in enumerate(zip(casts, names, strict=True)))
+    staged = unnest_rows(names, casts, alias=True)
     step_us = period // timedelta(microseconds=1)
     return db.modify(
         f"""INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
                 {", ".join(COUNTER_KEYS)})
         SELECT node_id, gpu_index, gpu_uuid, source,
-               {_SERIES[db.engine].format(step_us=int(step_us))},
+               {compose(db.dialect.run_times, step_us=int(step_us))},
                {", ".join(COUNTER_KEYS)}
-        FROM (SELECT {staged}) AS runs""", columns)
-
-
-# The times of a run, one row each: DuckDB's generate_series is a list function (unnested here),
-# PostgreSQL's a set-returning function allowed in the select list.
-_SERIES: Final = {
-    "duckdb": "unnest(generate_series(first_at, last_at, to_microseconds({step_us})))",
-    "postgresql": "generate_series(first_at, last_at, to_microseconds({step_us}))",
-}
+        FROM (SELECT {staged}) AS runs""", dict(zip(names, columns, strict=True)))

@@ -38,6 +38,7 @@ from evaluator.store.sample_facts import (
     node_filter,
     sample_facts,
 )
+from evaluator.store.sql import compose
 from gpu_health.clock import from_naive_utc, to_naive_utc
 
 
@@ -175,6 +176,6 @@ def _predicted_by(db: Database, events: Sequence[Event], source: str,
     if rule_version is not None:
         query["rule_version"] = rule_version
     held = {int(o): w for o, w in db.fetchall(
-        _PREDICTED_BY.format(version=_version_filter(rule_version, "p.")), query)}
+        compose(_PREDICTED_BY, version=_version_filter(rule_version, "p.")), query)}
     return tuple(Fault(n, i, u, at, frozenset(int(w) for w in (held.get(k) or [])))
                  for k, (n, i, u, at) in enumerate(events))

@@ -27,6 +27,7 @@ from typing import Final
 
 from evaluator.model import XidKey, XidSample
 from evaluator.store.db import Database
+from evaluator.store.sql import unnest_rows
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.errors import StoreError
 
@@ -58,8 +59,8 @@ def insert_xid_samples(db: Database, rows: Sequence[XidSample]) -> int:
         [to_naive_utc(r.sampled_at) for r in rows],
         [r.count for r in rows],
     ]
-    selects = ", ".join(f"unnest(${i + 1}::{cast}[])" for i, cast in enumerate(_CASTS))
-    db.execute(f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) SELECT {selects}", columns)
+    db.execute(f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) SELECT "
+               f"{unnest_rows(_COLUMNS, _CASTS)}", dict(zip(_COLUMNS, columns, strict=True)))
     return len(rows)
 
 
@@ -76,16 +77,16 @@ def latest_xid_rows(db: Database, keys: Sequence[XidKey]) -> dict[XidKey, XidSam
         SELECT DISTINCT ON (x.node_id, x.gpu_index, x.source, x.xid)
                {", ".join("x." + c for c in _COLUMNS)}
         FROM {TABLE} x
-        JOIN (SELECT DISTINCT unnest($1::VARCHAR[]) AS node_id,
-                     unnest($2::INTEGER[]) AS gpu_index,
-                     unnest($3::VARCHAR[]) AS source,
-                     unnest($4::INTEGER[]) AS xid) k
+        JOIN (SELECT DISTINCT unnest($nodes::VARCHAR[]) AS node_id,
+                     unnest($idx::INTEGER[]) AS gpu_index,
+                     unnest($sources::VARCHAR[]) AS source,
+                     unnest($xids::INTEGER[]) AS xid) k
           ON x.node_id = k.node_id AND x.gpu_index = k.gpu_index AND x.source = k.source
          AND x.xid = k.xid
         ORDER BY x.node_id, x.gpu_index, x.source, x.xid, x.sampled_at DESC
         """,
-        [[k.node_id for k in keys], [k.gpu_index for k in keys], [k.source for k in keys],
-         [k.xid for k in keys]],
+        {"nodes": [k.node_id for k in keys], "idx": [k.gpu_index for k in keys],
+         "sources": [k.source for k in keys], "xids": [k.xid for k in keys]},
     )
     result: dict[XidKey, XidSample] = {}
     for node_id, gpu_index, gpu_uuid, source, xid, sampled_at, count in rows:

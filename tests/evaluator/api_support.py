@@ -62,8 +62,9 @@ def token_set(tmp_path: Path) -> TokenSet:
 
 def add_node(db: Database, node_id: str, tenant: str | None) -> None:
     db.execute("INSERT INTO gpu_health_nodes (node_id, tenant, target, last_seen) "
-               "VALUES (?, ?, ?, ?)",
-               [node_id, tenant, f"{node_id}:9835", to_naive_utc(NOW)])
+               "VALUES ($node, $tenant, $target, $now)",
+               {"node": node_id, "tenant": tenant, "target": f"{node_id}:9835",
+                "now": to_naive_utc(NOW)})
 
 
 def sample(node: str, gpu: int, at: datetime, *, uuid: str | None = "GPU-x",
@@ -86,10 +87,10 @@ def add_prediction(db: Database, pid: str, node: str, gpu: int, t0: datetime,
                    **overrides: Any) -> None:
     row = {**_PREDICTION_DEFAULTS, "id": pid, "node_id": node, "gpu_index": gpu, "t0": t0,
            "window_end": t0 + timedelta(days=7), "predicted_at": t0, **overrides}
-    values = [to_naive_utc(v) if isinstance(v, datetime) else v for v in row.values()]
+    values = {k: to_naive_utc(v) if isinstance(v, datetime) else v for k, v in row.items()}
     db.execute(
         f"INSERT INTO gpu_health_predictions ({', '.join(row)}) "
-        f"VALUES ({', '.join('?' * len(row))})",
+        f"VALUES ({', '.join('$' + k for k in row)})",
         values,
     )
 

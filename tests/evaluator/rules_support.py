@@ -125,8 +125,10 @@ def insert_prediction(db: Database, *, pid: str, node: str, gpu: int, uuid: str 
     db.execute(
         "INSERT INTO gpu_health_predictions (id, node_id, gpu_index, gpu_uuid, source, "
         "rule_version, window_days, t0, window_end, predicted_at, signal, layer, evidence, "
-        "uncorrected_at_t0, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ? + to_days(?), ?, "
-        "'ecc_corrected_growth', 'trend', 'test', ?, ?)",
-        [pid, node, gpu, uuid, source, version, window_days, to_naive_utc(t0),
-         to_naive_utc(t0), window_days, to_naive_utc(t0), unc0, status],
+        "uncorrected_at_t0, status) VALUES ($id, $node, $gpu, $uuid, $source, $version, $days, "
+        "$t0, $t0 + to_days($days), $t0, 'ecc_corrected_growth', 'trend', 'test', $unc0, "
+        "$status)",
+        {"id": pid, "node": node, "gpu": gpu, "uuid": uuid, "source": source,
+         "version": version, "days": window_days, "t0": to_naive_utc(t0), "unc0": unc0,
+         "status": status},
     )

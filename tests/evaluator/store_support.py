@@ -58,7 +58,8 @@ def count_samples(db: Database, source: str | None = None) -> int:
     if source is None:
         row = db.fetchone("SELECT count(*) FROM gpu_health_samples")
     else:
-        row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE source = ?", [source])
+        row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE source = $source",
+                          {"source": source})
     return int(row[0])
 
 
@@ -66,8 +67,8 @@ def count_xid_samples(db: Database, source: str | None = None) -> int:
     """Rows in ``gpu_health_xid_samples`` (of one source, or all)."""
     if source is None:
         return int(db.fetchone("SELECT count(*) FROM gpu_health_xid_samples")[0])
-    return int(db.fetchone("SELECT count(*) FROM gpu_health_xid_samples WHERE source = ?",
-                           [source])[0])
+    return int(db.fetchone("SELECT count(*) FROM gpu_health_xid_samples WHERE source = $source",
+                           {"source": source})[0])
 
 
 def audit_log(db: Database, node_id: str | None = None, limit: int = 100) -> list[AuditEntry]:

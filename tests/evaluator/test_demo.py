@@ -160,8 +160,8 @@ def test_the_live_card_is_warned_about_before_its_fault(tmp_path: Path) -> None:
                 first = made[0]
         assert first is not None and (first.node_id, first.layer) == (DEMO_NODE, "trend")
         assert first.t0 - start <= timedelta(minutes=2) and first.t0 < fault_at
-        status = db.fetchone("SELECT status FROM gpu_health_predictions WHERE id = ?",
-                             [first.id])[0]
+        status = db.fetchone("SELECT status FROM gpu_health_predictions WHERE id = $id",
+                             {"id": first.id})[0]
         assert status == "hit", "the uncorrectable error inside its window makes it a hit"
     finally:
         db.close()

@@ -8,14 +8,15 @@ threads. Driver errors become :class:`~gpu_health.errors.StoreError` with a reas
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from evaluator.store.db import Database
+from evaluator.store.db import Database, Params
+from evaluator.store.engines.duckdb_dialect import DIALECT
 from gpu_health.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ class DuckDBDatabase(Database):
     """One DuckDB file (or ``:memory:``), migrated on open."""
 
     engine = "duckdb"
+    dialect = DIALECT
     # This process is the only writer (DuckDB: one process per file), so a store module may
     # keep a value in step with its table in ``memo``.
     shared = False
@@ -55,17 +57,16 @@ class DuckDBDatabase(Database):
             self._local.cursor = cur
         return cur
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+    def execute(self, sql: str, params: Params | None = None) -> Any:
         """Run one statement on this thread's cursor; count it; wrap driver errors."""
-        with self._lock:
-            self.statements += 1
+        self._counted(params)
         try:
             return self.cursor().execute(sql, params) if params is not None else \
                 self.cursor().execute(sql)
         except duckdb.Error as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}", reason=_reason(exc)) from exc
 
-    def modify(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> int:
+    def modify(self, sql: str, params: Params | None = None) -> int:
         """Run an INSERT, UPDATE or DELETE; return how many rows it changed (DuckDB answers
         with one row holding the count)."""
         row = self.fetchone(sql, params)

@@ -1,8 +1,8 @@
 """PostgreSQL as the store (``storage.url: postgresql://...``): the only module importing psycopg.
 
-The store's statements are written once for both engines (DuckDB's dialect plus the functions
-:mod:`evaluator.store.engines.pg_compat` gives PostgreSQL); here they are passed to psycopg with
-DuckDB's placeholders (``?`` and ``$name``) rewritten to psycopg's (``%s`` and ``%(name)s``).
+The store's statements are written once for both engines (DuckDB's SQL plus what
+:mod:`evaluator.store.engines.postgres_dialect` gives PostgreSQL); here they are passed to
+psycopg with the ``$name`` placeholders rewritten to psycopg's ``%(name)s``.
 
 Connections come from one psycopg pool. A transaction keeps its connection on its thread from
 BEGIN to COMMIT (the store's transactions span several ``execute`` calls); a statement outside a
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import timedelta
@@ -32,8 +32,13 @@ from psycopg.adapt import Loader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from evaluator.config.storage import PostgresConfig
-from evaluator.store.db import Database, Result
-from evaluator.store.engines.pg_compat import COMPAT, numbered, rewrite, to_pyformat
+from evaluator.store.db import Database, Params, Result
+from evaluator.store.engines.postgres_dialect import (
+    COMPAT,
+    DIALECT,
+    rewrite,
+    to_pyformat,
+)
 from gpu_health.errors import StoreError
 
 _DEFAULTS: Final = PostgresConfig("")  # storage.connect_timeout, storage.statement_timeout
@@ -71,6 +76,7 @@ class PostgresDatabase(Database):
     """A PostgreSQL database shared by several evaluators, migrated on open."""
 
     engine = "postgresql"
+    dialect = DIALECT
     shared = True
     # Hourly: PostgreSQL aggregated the day of raw rows after a daily watermark in ~1 s per
     # reader at 4,096 cards (bench.postgres, 5-21x DuckDB); an hour of them costs a 24th.
@@ -122,27 +128,23 @@ class PostgresDatabase(Database):
         return con
 
     def _run_on(self, con: psycopg.Connection[Any], sql: str,
-                params: Sequence[Any] | dict[str, Any] | None) -> Result:
+                params: Params | None) -> Result:
         with con.cursor() as cur:
             sql = rewrite(sql)
             if params is None:  # no placeholders: psycopg then leaves "%" alone too
                 cur.execute(sql)
             else:
-                text, by_number = to_pyformat(sql)
-                if by_number and not isinstance(params, dict):
-                    params = numbered(params)
-                cur.execute(text, params)
+                cur.execute(to_pyformat(sql), params)
             rows = cur.fetchall() if cur.description is not None else []
             return Result(rows, cur.rowcount)
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+    def execute(self, sql: str, params: Params | None = None) -> Any:
         """Run one statement (in this thread's transaction, or alone); count it; wrap errors."""
         con = self._connection()
         if con is None and FENCE.get() is not None:
             with self.transaction():  # the fence is checked before the statement
                 return self.execute(sql, params)
-        with self._lock:
-            self.statements += 1
+        self._counted(params)
         try:
             if con is not None:
                 return self._run_on(con, sql, params)
@@ -154,7 +156,7 @@ class PostgresDatabase(Database):
         except psycopg.Error as exc:
             raise _store_error(exc, self.path) from exc
 
-    def modify(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> int:
+    def modify(self, sql: str, params: Params | None = None) -> int:
         """Run an INSERT, UPDATE or DELETE; return how many rows it changed."""
         result: Result = self.execute(sql, params)
         return max(0, result.rowcount)
@@ -210,7 +212,7 @@ class PostgresDatabase(Database):
         """A transaction holding a transaction-scoped advisory lock (migrations of several
         evaluators starting at once run one after another)."""
         with self.transaction():
-            self.execute("SELECT pg_advisory_xact_lock(?)", [key])
+            self.execute("SELECT pg_advisory_xact_lock($key)", {"key": key})
             yield
 
     def compat(self) -> None:

@@ -83,8 +83,8 @@ async def test_resolve_closes_and_audits_with_the_token_name(db: Database,
     assert (entry.actor, entry.action, entry.reason) == \
         ("writer", "resolve", "GPU 0 replaced, OPS-7")
     # The predictions are untouched: resolving is not a recovery.
-    status = db.fetchone("SELECT status FROM gpu_health_predictions WHERE id = ?",
-                         ["p-n1-pending"])
+    status = db.fetchone("SELECT status FROM gpu_health_predictions WHERE id = $id",
+                         {"id": "p-n1-pending"})
     assert status[0] == "pending"
 
 

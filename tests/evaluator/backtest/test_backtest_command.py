@@ -79,8 +79,8 @@ def test_refuses_a_file_with_samples_not_written_by_a_backtest(
     assert "not written by a backtest" in capsys.readouterr().err
     db = DuckDBDatabase(path, read_only=True)
     assert db.fetchone("SELECT count(*) FROM gpu_health_samples")[0] == 1
-    assert db.fetchone("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                       [MARKER])[0] == 0
+    assert db.fetchone("SELECT count(*) FROM information_schema.tables "
+                       "WHERE table_name = $table", {"table": MARKER})[0] == 0
     db.close()
 
 

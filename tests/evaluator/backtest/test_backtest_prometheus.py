@@ -169,7 +169,8 @@ def rows(db: Database, node: str, gpu: int) -> list[tuple[object, ...]]:
     return [(from_naive_utc(r[0]), *r[1:]) for r in db.fetchall(
         "SELECT sampled_at, gpu_uuid, ecc_uncorrected_total, ecc_corrected_total, retired_pages, "
         "remapped_rows_pending, remapped_rows_failure FROM gpu_health_samples "
-        "WHERE node_id = ? AND gpu_index = ? ORDER BY sampled_at", [node, gpu])]
+        "WHERE node_id = $node AND gpu_index = $gpu ORDER BY sampled_at",
+        {"node": node, "gpu": gpu})]
 
 
 def expected(uuid: str, values: Callable[[int], Counters | None]) -> list[tuple[object, ...]]:

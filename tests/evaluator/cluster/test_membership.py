@@ -69,7 +69,8 @@ async def test_leader_only_ticks_run_on_the_leader_under_its_fence(
 
     async def write(db: PostgresDatabase, name: str) -> str:
         await db.run(db.execute,
-                     "INSERT INTO gpu_health_nodes (node_id, last_seen) VALUES (?, now())", [name])
+                     "INSERT INTO gpu_health_nodes (node_id, last_seen) VALUES ($name, now())",
+                     {"name": name})
         ran.append(name)
         return name
 

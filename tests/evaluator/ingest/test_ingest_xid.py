@@ -74,8 +74,8 @@ def card(xids: dict[int, int], uuid: str | None = "GPU-a", gpu: int = 0,
 
 
 def history(db: Database, xid: int = 48) -> list[tuple[str | None, int]]:
-    rows = db.fetchall("SELECT gpu_uuid, count FROM gpu_health_xid_samples WHERE xid = ? "
-                       "ORDER BY sampled_at", [xid])
+    rows = db.fetchall("SELECT gpu_uuid, count FROM gpu_health_xid_samples WHERE xid = $xid "
+                       "ORDER BY sampled_at", {"xid": xid})
     return [(r[0], int(r[1])) for r in rows]
 
 

@@ -101,8 +101,9 @@ def test_v1_and_v2_register_side_by_side_and_v1_stays_loadable(new_db: NewDb) ->
     db = new_db()
     # a store whose v1 record predates fault_xids (the hash above) and has v1 history
     db.execute("INSERT INTO gpu_health_rule_versions VALUES ('v1-ecc-growth', 'v1-ecc-growth', "
-               "?, ?, ?)", [V1_HASH, load_ruleset(V1_FILE, env={}).params_json,
-                            NOW.replace(tzinfo=None)])
+               "$hash, $params, $now)", {"hash": V1_HASH,
+                                         "params": load_ruleset(V1_FILE, env={}).params_json,
+                                         "now": NOW.replace(tzinfo=None)})
     insert_prediction(db, pid="p", node="n1", gpu=0, uuid="GPU-a", t0=NOW)
     register_ruleset(db, load_ruleset(V1_FILE, env={}), NOW)  # no RuleError
     register_ruleset(db, load_ruleset(V2_FILE, env={}), NOW)

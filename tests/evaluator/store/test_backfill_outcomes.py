@@ -32,7 +32,8 @@ def backfill(db: Database, now_days: float) -> dict[str, int]:
 
 
 def status(db: Database, pid: str = "p") -> tuple[str, str | None]:
-    row = db.fetchone("SELECT status, outcome FROM gpu_health_predictions WHERE id = ?", [pid])
+    row = db.fetchone("SELECT status, outcome FROM gpu_health_predictions WHERE id = $id",
+                      {"id": pid})
     return str(row[0]), row[1]
 
 

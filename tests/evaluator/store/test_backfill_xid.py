@@ -66,7 +66,8 @@ def backfill(db: Database, now_days: float) -> dict[str, int]:
 
 
 def outcome(db: Database, pid: str) -> tuple[str, str]:
-    row = db.fetchone("SELECT status, outcome FROM gpu_health_predictions WHERE id = ?", [pid])
+    row = db.fetchone("SELECT status, outcome FROM gpu_health_predictions WHERE id = $id",
+                      {"id": pid})
     return str(row[0]), str(row[1])
 
 
@@ -190,6 +191,6 @@ def test_workers_of_both_versions_on_the_same_card(new_db: NewDb) -> None:
     assert v2.tick(at(14) + timedelta(minutes=5)).resolved == {"hit": 1, "miss": 0, "voided": 0}
     assert v1.tick(at(19) + timedelta(minutes=5)).resolved == {"hit": 0, "miss": 1, "voided": 0}
     status = dict(db.fetchall("SELECT rule_version, status FROM gpu_health_predictions "
-                              "WHERE t0 < ?", [(tick).replace(tzinfo=None)]))
+                              "WHERE t0 < $tick", {"tick": tick.replace(tzinfo=None)}))
     assert status == {"v1-ecc-growth": "miss", "v2-ecc-xid": "hit"}
     db.close()

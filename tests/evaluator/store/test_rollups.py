@@ -165,8 +165,8 @@ def test_retention_and_purge_keep_the_rollups_exact(new_db: NewDb, every: timede
         purge_simulated(db)
     _same(raw, sealed, NOW)
     assert sealed.fetchone("SELECT count(*) FROM gpu_health_sample_days "
-                           "WHERE source = 'simulated' OR day < ?", [at(1).replace(tzinfo=None)]
-                           )[0] == 0
+                           "WHERE source = 'simulated' OR day < $day",
+                           {"day": at(1).replace(tzinfo=None)})[0] == 0
 
 
 @pytest.mark.parametrize("every", [timedelta(days=1), HOUR])
@@ -196,13 +196,13 @@ def test_a_day_sealed_hour_by_hour_equals_the_day_sealed_at_once(new_db: NewDb,
     whole day from the raw rows (every field, the hourly correctable counts included)."""
     _, daily, _ = _stores(new_db, seed, timedelta(days=1), "d")
     _, hourly, _ = _stores(new_db, seed, HOUR, "h")
-    query = ("SELECT * FROM gpu_health_sample_days WHERE day < ? "
+    query = ("SELECT * FROM gpu_health_sample_days WHERE day < $day "
              "ORDER BY source, node_id, gpu_index, day, gpu_uuid")
-    whole = [at(DAYS).replace(tzinfo=None)]
+    whole = {"day": at(DAYS).replace(tzinfo=None)}
     assert hourly.fetchall(query, whole) == daily.fetchall(query, whole)
     # the partly sealed day holds the rows before the watermark only
-    assert hourly.fetchone("SELECT max(last_at) < ? FROM gpu_health_sample_days",
-                           [(at(DAYS) + timedelta(hours=7)).replace(tzinfo=None)])[0]
+    assert hourly.fetchone("SELECT max(last_at) < $at FROM gpu_health_sample_days",
+                           {"at": (at(DAYS) + timedelta(hours=7)).replace(tzinfo=None)})[0]
 
 
 def test_the_migration_converts_a_file_written_before_it(tmp_path: Path) -> None:

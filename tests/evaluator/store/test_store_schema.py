@@ -23,8 +23,8 @@ def test_null_counters_read_back_as_none(new_db: NewDb) -> None:
     at = to_naive_utc(datetime(2026, 1, 1, tzinfo=UTC))
     db.execute(
         "INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at) "
-        "VALUES ('n1', 0, NULL, 'real', ?)",
-        [at],
+        "VALUES ('n1', 0, NULL, 'real', $at)",
+        {"at": at},
     )
     row = db.fetchone(
         "SELECT ecc_uncorrected_total, ecc_corrected_total, retired_pages, "

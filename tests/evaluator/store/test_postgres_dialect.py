@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluator.store.engines.pg_compat import rewrite, to_pyformat
 from evaluator.store.engines.postgres import PostgresDatabase
+from evaluator.store.engines.postgres_dialect import rewrite, to_pyformat
 from tests.postgres import PostgresServer
 
 BASE = datetime(2026, 1, 1)
@@ -45,8 +45,10 @@ def _on_both(pg: PostgresDatabase, columns: str, data: list[tuple[Any, ...]],
     duck.close()
     with pg.transaction():
         pg.execute(f"CREATE TEMP TABLE rows ({columns}) ON COMMIT DROP")
+        named = ", ".join(f"$c{i}" for i in range(len(data[0])))
         for row in data:
-            pg.execute(f"INSERT INTO rows VALUES ({marks})", list(row))
+            pg.execute(f"INSERT INTO rows VALUES ({named})",
+                       {f"c{i}": v for i, v in enumerate(row)})
         got = [tuple(r) for r in pg.fetchall(sql)]
     return expected, got
 
@@ -102,8 +104,8 @@ def test_the_rewrite_skips_literals_and_comments(sql: str, expected: str) -> Non
 
 
 def test_placeholders_in_block_comments_are_left_alone() -> None:
-    assert to_pyformat("SELECT ? /* ? 5% */, '%' -- $x\n, $x") == (
-        "SELECT %s /* ? 5%% */, '%%' -- $x\n, %(x)s", False)
+    assert to_pyformat("SELECT $y /* $y 5% */, '%' -- $x\n, $x") == (
+        "SELECT %(y)s /* $y 5%% */, '%%' -- $x\n, %(x)s")
 
 
 def test_a_literal_parenthesis_in_a_filter_answers_as_on_duckdb(pg: PostgresDatabase) -> None:
