@@ -44,7 +44,7 @@ def test_positional_values_are_refused_on_both_engines(new_db: NewDb) -> None:
     db = new_db()
     before = db.statements
     with pytest.raises(TypeError, match=r"\$name"):
-        db.fetchone("SELECT 1 WHERE 1 = ?", [1])
+        db.fetchone("SELECT 1 WHERE 1 = ?", [1])  # type: ignore[arg-type]
     assert db.statements == before  # refused before it ran
 
 
