@@ -10,48 +10,48 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+from evaluator.config.table import Setting, Table
 from evaluator.config.values import Checker
+
+ALERTING: Final = Table("alerting", (
+    # A missing ``enabled`` means enabled: an alerting path that is off unless someone
+    # remembers to switch it on never fires.
+    Setting("enabled", "bool", True),
+    Setting("alertmanagers", "custom", ()),  # http(s) URLs
+    Setting("resend_interval", "duration", 60.0),
+    Setting("node_removal_grace", "duration", 3600.0),
+    Setting("backlog_after", "duration", 72 * 3600.0),
+    Setting("timeout", "custom", 10.0),  # at most resend_interval (its default too)
+))
 
 
 @dataclass(frozen=True, slots=True)
 class AlertingConfig:
-    """The ``alerting`` section (durations in seconds). A missing ``enabled`` means enabled:
-    an alerting path that is off unless someone remembers to switch it on never fires."""
+    """The ``alerting`` section (durations in seconds)."""
 
-    enabled: bool = True
-    alertmanagers: tuple[str, ...] = ()
-    resend_interval: float = 60.0
-    node_removal_grace: float = 3600.0
-    backlog_after: float = 72 * 3600.0
-    timeout: float = 10.0
+    enabled: bool = ALERTING.defaults["enabled"]
+    alertmanagers: tuple[str, ...] = ALERTING.defaults["alertmanagers"]
+    resend_interval: float = ALERTING.defaults["resend_interval"]
+    node_removal_grace: float = ALERTING.defaults["node_removal_grace"]
+    backlog_after: float = ALERTING.defaults["backlog_after"]
+    timeout: float = ALERTING.defaults["timeout"]
 
 
 def parse_alerting(c: Checker, raw: Mapping[str, Any]) -> AlertingConfig:
     """The ``alerting`` section; every problem is recorded, defaults stand in for bad values."""
-    section = c.section(raw, "alerting", ("enabled", "alertmanagers", "resend_interval",
-                                          "node_removal_grace", "backlog_after", "timeout"))
-    d = AlertingConfig()
-    enabled = section.get("enabled", True)
-    if not isinstance(enabled, bool):
-        c.problem(f"alerting.enabled must be true or false, got {enabled!r}")
-        enabled = True
-    resend = c.duration(section, "resend_interval", "alerting.resend_interval",
-                        d.resend_interval)
-    timeout = c.duration(section, "timeout", "alerting.timeout", min(d.timeout, resend))
+    section = c.section(raw, "alerting", ALERTING.keys)
+    values = ALERTING.read(c, section)
+    resend = values["resend_interval"]
+    timeout = c.duration(section, "timeout", "alerting.timeout",
+                         min(ALERTING.defaults["timeout"], resend))
     if timeout > resend:
         c.problem(f"alerting.timeout ({timeout:g}s) must not exceed alerting.resend_interval "
                   f"({resend:g}s)")
     return AlertingConfig(
-        enabled=enabled,
         alertmanagers=tuple(c.urls(section, "alertmanagers", "alerting.alertmanagers")),
-        resend_interval=resend,
-        node_removal_grace=c.duration(section, "node_removal_grace",
-                                      "alerting.node_removal_grace", d.node_removal_grace),
-        backlog_after=c.duration(section, "backlog_after", "alerting.backlog_after",
-                                 d.backlog_after),
-        timeout=timeout,
+        timeout=timeout, **values,
     )
 
 

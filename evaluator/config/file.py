@@ -22,15 +22,17 @@ from typing import Any, Final
 import yaml
 
 from evaluator.config.alerting import AlertingConfig, parse_alerting, parse_external_url
-from evaluator.config.api import KEYS as API_KEYS
-from evaluator.config.api import ApiLimits, parse_api_limits
+from evaluator.config.api import API, ApiLimits, parse_api_limits
 from evaluator.config.discovery import FileSDConfig, HttpSDConfig, parse_file_sd, parse_http_sd
 from evaluator.config.remediation import SlurmRemediation, parse_remediation
 from evaluator.config.rules import DEFAULT_VERSION, RULES_DIR
+from evaluator.config.scrape import ScrapeConfig, parse_scrape
 from evaluator.config.source import IngestConfig, parse_ingest
 from evaluator.config.storage import HaConfig, PostgresConfig, parse_ha, parse_storage
+from evaluator.config.table import Setting, Table
 from evaluator.config.targets import TargetGroup, parse_groups
 from evaluator.config.values import Checker
+from evaluator.config.writes import DEFAULT_KEEPALIVE, KEEPALIVE, DedupConfig, parse_dedup
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.errors import ConfigError
 
@@ -45,46 +47,40 @@ RETENTION_ENV: Final = "GPU_HEALTH_RETENTION_DAYS"
 _VERSION_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _TOP_KEYS: Final = (
     "scrape", "static_configs", "file_sd_configs", "http_sd_configs", "storage", "web", "dedup",
-    "keepalive", "keepalive_seconds", "alerting", "rules", "api", "ingest", "ha", "remediation",
+    *KEEPALIVE.keys, "alerting", "rules", "api", "ingest", "ha", "remediation",
 )
-DEFAULT_SAMPLE_LIMIT: Final = 5000
-DEFAULT_MAX_CARDS: Final = 64
-DEFAULT_TARGET_LIMIT: Final = 20_000
+WEB: Final = Table("web", (
+    Setting("listen_address", "custom", DEFAULT_LISTEN),  # host:port, [v6]:port or :port
+    Setting("external_url", "custom", None),  # None: http://<listen address>
+))
+RULES: Final = Table("rules", (
+    Setting("dir", "custom", RULES_DIR),  # relative to the config file
+    Setting("active", "custom", DEFAULT_VERSION),  # a rule version name
+    Setting("shadow", "custom", ()),  # run beside the active one, never alerted
+))
 
 
-@dataclass(frozen=True, slots=True)
-class ScrapeConfig:
-    interval: float = 60.0
-    timeout: float = 10.0
-    max_concurrency: int = 64
-    max_response_bytes: int = 10 * 1024 * 1024
-    # Like Prometheus's sample_limit: a node with 16 cards exports about 350 series (five
-    # counters, gpu_info and the Xid series per card, plus the exporter's self-metrics); the
-    # defaults leave 10x headroom and stop a runaway (or hostile) target long before it can
-    # flood the store.
-    sample_limit: int = DEFAULT_SAMPLE_LIMIT
-    max_cards_per_target: int = DEFAULT_MAX_CARDS
-    # Like Prometheus's target_limit, per discovery file or http_sd answer: 100,000 GPUs are
-    # ~12,500 nodes; a source listing more is refused whole (its last good targets stay).
-    target_limit: int = DEFAULT_TARGET_LIMIT
+def split_listen(text: str) -> tuple[str, int] | None:
+    """``host:port``, ``[v6]:port`` or ``:port`` (all interfaces); port 0 picks a free one."""
+    host, sep, port = text.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else (host or "0.0.0.0")
+    if (
+        not sep or not host or not (port.isascii() and port.isdigit()) or int(port) > 65535
+        or (":" in host and not bracketed)
+    ):
+        return None
+    return host, int(port)
 
 
-# An unchanged card still gets one row per keepalive (the reference's 288 rows per card-day at
-# most); the write rule, simulate and the backtest take this default from here.
-DEFAULT_KEEPALIVE: Final = timedelta(minutes=5)
-
-
-@dataclass(frozen=True, slots=True)
-class DedupConfig:
-    max_entries: int = 4096  # 512 nodes x 8 cards
-    idle_seconds: float = 1800.0
+_LISTEN_HOST, _LISTEN_PORT = split_listen(DEFAULT_LISTEN) or ("", 0)
 
 
 @dataclass(frozen=True, slots=True)
 class RulesConfig:
-    dir: Path = RULES_DIR
-    active: str = DEFAULT_VERSION
-    shadow: tuple[Path, ...] = ()  # run beside the active one, never alerted (calibration.md)
+    dir: Path = RULES.defaults["dir"]
+    active: str = RULES.defaults["active"]
+    shadow: tuple[Path, ...] = RULES.defaults["shadow"]  # docs/calibration.md
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +92,8 @@ class Config:
     file_sd_configs: tuple[FileSDConfig, ...] = ()
     http_sd_configs: tuple[HttpSDConfig, ...] = ()
     storage_path: Path = DEFAULT_STORAGE
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 9836
+    listen_host: str = _LISTEN_HOST
+    listen_port: int = _LISTEN_PORT
     dedup: DedupConfig = field(default_factory=DedupConfig)
     keepalive: timedelta = DEFAULT_KEEPALIVE
     alerting: AlertingConfig = field(default_factory=AlertingConfig)
@@ -192,14 +188,13 @@ def parse_config(
                           + ", ".join(_TOP_KEYS))
     c = Checker()
     c.unknown_keys(raw, _TOP_KEYS, "")
-    scrape = _scrape(c, raw.get("scrape"))
+    scrape = parse_scrape(c, raw.get("scrape"))
     static, problems = parse_groups(raw.get("static_configs"), "static_configs")
     for problem in problems:
         c.problem(problem)
-    web_raw = c.section(raw, "web", ("listen_address", "external_url"))
+    web_raw = c.section(raw, "web", WEB.keys)
     host, port = _listen(c, web_raw)
-    dedup_raw = c.section(raw, "dedup", ("max_entries", "idle_seconds"))
-    dedup = DedupConfig()
+    dedup = parse_dedup(c, raw)
     storage_path, postgres = parse_storage(c, raw, base, DEFAULT_STORAGE)
     rules, tokens = _consumers(c, raw, base)
     config = Config(
@@ -212,12 +207,7 @@ def parse_config(
         ha=parse_ha(c, raw, postgres),
         listen_host=host,
         listen_port=port,
-        dedup=DedupConfig(
-            max_entries=c.integer(dedup_raw, "max_entries", "dedup.max_entries",
-                                  dedup.max_entries, 1, 10_000_000),
-            idle_seconds=c.duration(dedup_raw, "idle_seconds", "dedup.idle_seconds",
-                                    dedup.idle_seconds),
-        ),
+        dedup=dedup,
         keepalive=_keepalive(c, raw),
         alerting=parse_alerting(c, raw),
         web_external_url=parse_external_url(c, web_raw),
@@ -236,14 +226,14 @@ def parse_config(
 
 def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesConfig, Path | None]:
     """Sections read by other parts (rules engine, API): basic types only here."""
-    rules_raw = c.section(raw, "rules", ("dir", "active", "shadow"))
-    api_raw = c.section(raw, "api", API_KEYS)
-    active = c.string(rules_raw, "active", "rules.active", DEFAULT_VERSION)
+    rules_raw = c.section(raw, "rules", RULES.keys)
+    api_raw = c.section(raw, "api", API.keys)
+    active = c.string(rules_raw, "active", "rules.active", RULES.defaults["active"])
     if _VERSION_RE.fullmatch(active) is None:
         c.problem(f"rules.active: {active!r} is not a rule version name")
     tokens = c.optional_string(api_raw, "tokens_file", "api.tokens_file")
     rules_text = c.optional_string(rules_raw, "dir", "rules.dir")
-    rules_dir = RULES_DIR if rules_text is None else base / rules_text
+    rules_dir = RULES.defaults["dir"] if rules_text is None else base / rules_text
     shadow = tuple(base / s for s in c.string_list(rules_raw, "shadow", "rules.shadow"))
     return RulesConfig(rules_dir, active, shadow), None if tokens is None else base / tokens
 
@@ -251,7 +241,7 @@ def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesCon
 def _keepalive(c: Checker, raw: Mapping[str, Any]) -> timedelta:
     """``keepalive``; its old name ``keepalive_seconds`` (which took a duration all along) is
     read with a warning."""
-    default = DEFAULT_KEEPALIVE.total_seconds()
+    default = KEEPALIVE.defaults["keepalive"]
     if "keepalive_seconds" not in raw:
         return timedelta(seconds=c.duration(raw, "keepalive", "keepalive", default))
     if "keepalive" in raw:
@@ -262,43 +252,10 @@ def _keepalive(c: Checker, raw: Mapping[str, Any]) -> timedelta:
     return timedelta(seconds=c.duration(raw, "keepalive_seconds", "keepalive_seconds", default))
 
 
-def _scrape(c: Checker, value: object) -> ScrapeConfig:
-    raw = c.section({"scrape": value}, "scrape",
-                    ("interval", "timeout", "max_concurrency", "max_response_bytes",
-                     "sample_limit", "max_cards_per_target", "target_limit"))
-    d = ScrapeConfig()
-    interval = c.duration(raw, "interval", "scrape.interval", d.interval)
-    timeout = c.duration(raw, "timeout", "scrape.timeout", min(d.timeout, interval))
-    if timeout > interval:
-        c.problem(f"scrape.timeout ({timeout:g}s) must not exceed scrape.interval "
-                  f"({interval:g}s)")
-    return ScrapeConfig(
-        interval=interval,
-        timeout=timeout,
-        max_concurrency=c.integer(raw, "max_concurrency", "scrape.max_concurrency",
-                                  d.max_concurrency, 1, 10_000),
-        max_response_bytes=c.size(raw, "max_response_bytes", "scrape.max_response_bytes",
-                                  d.max_response_bytes),
-        sample_limit=c.integer(raw, "sample_limit", "scrape.sample_limit", d.sample_limit, 1,
-                               10_000_000),
-        max_cards_per_target=c.integer(raw, "max_cards_per_target",
-                                       "scrape.max_cards_per_target", d.max_cards_per_target,
-                                       1, 100_000),
-        target_limit=c.integer(raw, "target_limit", "scrape.target_limit", d.target_limit, 1,
-                               10_000_000),
-    )
-
-
 def _listen(c: Checker, raw: Mapping[str, Any]) -> tuple[str, int]:
-    """``host:port``, ``[v6]:port`` or ``:port`` (all interfaces); port 0 picks a free one."""
     text = c.string(raw, "listen_address", "web.listen_address", DEFAULT_LISTEN)
-    host, sep, port = text.rpartition(":")
-    bracketed = host.startswith("[") and host.endswith("]")
-    host = host[1:-1] if bracketed else (host or "0.0.0.0")
-    if (
-        not sep or not host or not (port.isascii() and port.isdigit()) or int(port) > 65535
-        or (":" in host and not bracketed)
-    ):
+    address = split_listen(text)
+    if address is None:
         c.problem(f"web.listen_address {text!r} must be 'host:port' (port 0-65535)")
-        return "127.0.0.1", 9836
-    return host, int(port)
+        return _LISTEN_HOST, _LISTEN_PORT
+    return address

@@ -12,12 +12,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from evaluator.config.table import Setting, Table
 from evaluator.config.values import Checker
 from evaluator.rules.actions import CHOSEN
 
-DEFAULT_ACTIONS: Final = ("replace_candidate", "reset_gpu")
-_KEYS: Final = ("enabled", "dry_run", "actions", "max_drained_nodes", "max_drained_fraction",
-                "node_name", "scontrol", "sinfo", "timeout", "interval")
+SLURM: Final = Table("remediation.slurm", (
+    Setting("enabled", "bool", False),  # off unless switched on
+    Setting("dry_run", "bool", True),  # and a dry run unless switched off
+    Setting("actions", "custom", ("replace_candidate", "reset_gpu")),  # a subset of CHOSEN
+    Setting("max_drained_nodes", "int", 2, 1, 100_000),
+    Setting("max_drained_fraction", "custom", 0.1),  # in (0, 1]
+    Setting("node_name", "custom", None),  # identity, label, or {regex, replacement}
+    Setting("scontrol", "string", "scontrol"),
+    Setting("sinfo", "string", "sinfo"),
+    Setting("timeout", "duration", 10.0),
+    Setting("interval", "duration", 30.0),
+))
+DEFAULT_ACTIONS: Final[tuple[str, ...]] = SLURM.defaults["actions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,46 +54,38 @@ class NodeNaming:
 
 @dataclass(frozen=True, slots=True)
 class SlurmRemediation:
-    enabled: bool = False
-    dry_run: bool = True
+    enabled: bool = SLURM.defaults["enabled"]
+    dry_run: bool = SLURM.defaults["dry_run"]
     actions: tuple[str, ...] = DEFAULT_ACTIONS
-    max_drained_nodes: int = 2
-    max_drained_fraction: float = 0.1
-    naming: NodeNaming = NodeNaming()
-    scontrol: str = "scontrol"
-    sinfo: str = "sinfo"
-    timeout: float = 10.0
-    interval: float = 30.0
+    max_drained_nodes: int = SLURM.defaults["max_drained_nodes"]
+    max_drained_fraction: float = SLURM.defaults["max_drained_fraction"]
+    naming: NodeNaming = NodeNaming()  # node_name
+    scontrol: str = SLURM.defaults["scontrol"]
+    sinfo: str = SLURM.defaults["sinfo"]
+    timeout: float = SLURM.defaults["timeout"]
+    interval: float = SLURM.defaults["interval"]
 
 
 def parse_remediation(c: Checker, raw: Mapping[str, Any]) -> SlurmRemediation:
     """``remediation.slurm``; defaults stand in for bad values, every problem is listed."""
     outer = c.section(raw, "remediation", ("slurm",))
-    section = c.section(outer, "slurm", _KEYS, "remediation.slurm") if outer else {}
-    d = SlurmRemediation()
+    section = c.section(outer, "slurm", SLURM.keys, "remediation.slurm") if outer else {}
     actions = tuple(c.string_list(section, "actions", "remediation.slurm.actions")
                     if "actions" in section else DEFAULT_ACTIONS)
     for action in actions:
         if action not in CHOSEN:
             c.problem(f"remediation.slurm.actions: {action!r} is not one of {', '.join(CHOSEN)}")
-    fraction = section.get("max_drained_fraction", d.max_drained_fraction)
+    default = SLURM.defaults["max_drained_fraction"]
+    fraction = section.get("max_drained_fraction", default)
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
             or not 0 < fraction <= 1:
         c.problem("remediation.slurm.max_drained_fraction must be a number in (0, 1]")
-        fraction = d.max_drained_fraction
+        fraction = default
     return SlurmRemediation(
-        enabled=c.boolean(section, "enabled", "remediation.slurm.enabled", d.enabled),
-        dry_run=c.boolean(section, "dry_run", "remediation.slurm.dry_run", d.dry_run),
         actions=actions,
-        max_drained_nodes=c.integer(section, "max_drained_nodes",
-                                    "remediation.slurm.max_drained_nodes",
-                                    d.max_drained_nodes, 1, 100_000),
         max_drained_fraction=float(fraction),
         naming=_naming(c, section.get("node_name")),
-        scontrol=c.string(section, "scontrol", "remediation.slurm.scontrol", d.scontrol),
-        sinfo=c.string(section, "sinfo", "remediation.slurm.sinfo", d.sinfo),
-        timeout=c.duration(section, "timeout", "remediation.slurm.timeout", d.timeout),
-        interval=c.duration(section, "interval", "remediation.slurm.interval", d.interval),
+        **SLURM.read(c, section),
     )
 
 

@@ -30,35 +30,56 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from evaluator.config.table import Setting, Table
 from evaluator.config.values import Checker
 
 SOURCES: Final = ("scrape", "prometheus")
 METRIC_SET_NAMES: Final = ("ours", "dcgm", "nvidia_smi")
 LABEL_KEYS: Final = ("node", "index", "uuid", "tenant")
-_KEYS: Final = ("url", "metrics", "selector", "labels", "step", "lag", "max_catchup", "history",
-                "timeout", "max_points", "max_series", "max_response_bytes",
-                "bearer_token_file", "basic_auth", "ca_file", "insecure_skip_verify")
+INGEST: Final = Table("ingest", (
+    Setting("source", "custom", "scrape"),  # one of SOURCES
+    Setting("prometheus", "custom", None),  # the block below, with source: prometheus
+))
 MAX_POINTS: Final = 11_000  # Prometheus: "exceeded maximum resolution of 11,000 points"
+PROMETHEUS: Final = Table("ingest.prometheus", (
+    Setting("url", "custom", None),  # required: an http(s) URL
+    Setting("metrics", "custom", "dcgm"),  # one of METRIC_SET_NAMES
+    Setting("selector", "custom", ""),  # label matchers without braces
+    Setting("labels", "custom", ()),  # (node|index|uuid|tenant, label name)
+    Setting("step", "custom", None),  # None: scrape.interval
+    Setting("lag", "duration", 120.0),
+    Setting("max_catchup", "duration", 3600.0),
+    Setting("history", "custom", None),  # None: no import on an empty store
+    Setting("timeout", "duration", 30.0),
+    Setting("max_points", "int", 10_000, 1, MAX_POINTS),
+    Setting("max_series", "int", 1_000_000, 1, 100_000_000),
+    Setting("max_response_bytes", "size", 512 * 1024 * 1024),
+    Setting("bearer_token_file", "custom", None),  # read once into bearer_token
+    Setting("basic_auth", "custom", None),  # username and password_file
+    Setting("ca_file", "custom", None),
+    Setting("insecure_skip_verify", "bool", False),
+))
+_P: Final = PROMETHEUS
 
 
 @dataclass(frozen=True, slots=True)
 class PrometheusSourceConfig:
     url: str
-    metrics: str = "dcgm"
-    selector: str = ""
-    labels: tuple[tuple[str, str], ...] = ()  # (node|index|uuid|tenant, label name)
-    step: float | None = None  # None: scrape.interval
-    lag: float = 120.0
-    max_catchup: float = 3600.0
-    history: float | None = None
-    timeout: float = 30.0
-    max_points: int = 10_000
-    max_series: int = 1_000_000
-    max_response_bytes: int = 512 * 1024 * 1024
+    metrics: str = _P.defaults["metrics"]
+    selector: str = _P.defaults["selector"]
+    labels: tuple[tuple[str, str], ...] = _P.defaults["labels"]
+    step: float | None = _P.defaults["step"]
+    lag: float = _P.defaults["lag"]
+    max_catchup: float = _P.defaults["max_catchup"]
+    history: float | None = _P.defaults["history"]
+    timeout: float = _P.defaults["timeout"]
+    max_points: int = _P.defaults["max_points"]
+    max_series: int = _P.defaults["max_series"]
+    max_response_bytes: int = _P.defaults["max_response_bytes"]
     bearer_token: str | None = None  # read from bearer_token_file
     basic_auth: tuple[str, str] | None = None  # (user, password from password_file)
-    ca_file: Path | None = None
-    insecure_skip_verify: bool = False
+    ca_file: Path | None = _P.defaults["ca_file"]
+    insecure_skip_verify: bool = _P.defaults["insecure_skip_verify"]
 
     def label(self, key: str) -> str | None:
         return dict(self.labels).get(key)
@@ -70,18 +91,18 @@ class PrometheusSourceConfig:
 
 @dataclass(frozen=True, slots=True)
 class IngestConfig:
-    source: str = "scrape"
-    prometheus: PrometheusSourceConfig | None = None
+    source: str = INGEST.defaults["source"]
+    prometheus: PrometheusSourceConfig | None = INGEST.defaults["prometheus"]
 
 
 def parse_ingest(c: Checker, raw: Mapping[str, Any], base: Path) -> IngestConfig:
     """The ``ingest`` section; every problem is recorded, defaults stand in for bad values."""
-    section = c.section(raw, "ingest", ("source", "prometheus"))
-    source = c.string(section, "source", "ingest.source", "scrape")
+    section = c.section(raw, "ingest", INGEST.keys)
+    source = c.string(section, "source", "ingest.source", INGEST.defaults["source"])
     if source not in SOURCES:
         c.problem(f"ingest.source must be one of {', '.join(SOURCES)}, got {source!r}")
         return IngestConfig()
-    block = c.section(section, "prometheus", _KEYS, where="ingest.prometheus")
+    block = c.section(section, "prometheus", PROMETHEUS.keys, where="ingest.prometheus")
     if source == "scrape":
         if block:
             c.problem("ingest.prometheus is set but ingest.source is 'scrape': set "
@@ -99,10 +120,9 @@ def parse_ingest(c: Checker, raw: Mapping[str, Any], base: Path) -> IngestConfig
 
 def _prometheus(c: Checker, raw: Mapping[str, Any], base: Path) -> PrometheusSourceConfig:
     w = "ingest.prometheus"
-    metrics = c.string(raw, "metrics", f"{w}.metrics", "dcgm")
+    metrics = c.string(raw, "metrics", f"{w}.metrics", _P.defaults["metrics"])
     if metrics not in METRIC_SET_NAMES:
         c.problem(f"{w}.metrics must be one of {', '.join(METRIC_SET_NAMES)}, got {metrics!r}")
-    d = PrometheusSourceConfig(url="")
     history = c.duration(raw, "history", f"{w}.history", 0.0) if "history" in raw else None
     return PrometheusSourceConfig(
         url=c.url(raw, "url", f"{w}.url"),
@@ -110,20 +130,11 @@ def _prometheus(c: Checker, raw: Mapping[str, Any], base: Path) -> PrometheusSou
         selector=_selector(c, raw),
         labels=_labels(c, raw),
         step=c.duration(raw, "step", f"{w}.step", 60.0) if "step" in raw else None,
-        lag=c.duration(raw, "lag", f"{w}.lag", d.lag),
-        max_catchup=c.duration(raw, "max_catchup", f"{w}.max_catchup", d.max_catchup),
         history=history or None,
-        timeout=c.duration(raw, "timeout", f"{w}.timeout", d.timeout),
-        max_points=c.integer(raw, "max_points", f"{w}.max_points", d.max_points, 1, MAX_POINTS),
-        max_series=c.integer(raw, "max_series", f"{w}.max_series", d.max_series, 1,
-                             100_000_000),
-        max_response_bytes=c.size(raw, "max_response_bytes", f"{w}.max_response_bytes",
-                                  d.max_response_bytes),
         bearer_token=secret_file(c, raw, "bearer_token_file", f"{w}.bearer_token_file", base),
         basic_auth=_basic_auth(c, raw, base),
         ca_file=_file(c, raw, "ca_file", f"{w}.ca_file", base),
-        insecure_skip_verify=c.boolean(raw, "insecure_skip_verify",
-                                       f"{w}.insecure_skip_verify", False),
+        **PROMETHEUS.read(c, raw),
     )
 
 

@@ -25,10 +25,21 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from evaluator.config.source import secret_file
+from evaluator.config.table import Setting, Table
 from evaluator.config.values import Checker
 
-_STORAGE_KEYS: Final = ("path", "url", "password_file", "connect_timeout", "statement_timeout")
-_HA_KEYS: Final = ("lease_ttl", "member_id")
+STORAGE: Final = Table("storage", (
+    Setting("path", "custom", None),  # DuckDB; None: data/gpu-health.duckdb (config/file.py)
+    Setting("url", "custom", None),  # postgresql://... (or a DuckDB path)
+    Setting("password_file", "custom", None),  # never the URL: it is logged
+    Setting("connect_timeout", "duration", 10.0),
+    Setting("statement_timeout", "duration", 300.0),
+))
+_PG_ONLY: Final = ("password_file", "connect_timeout", "statement_timeout")
+HA: Final = Table("ha", (
+    Setting("lease_ttl", "duration", 15.0),  # 3s..10m
+    Setting("member_id", "optional_string", None),  # None: host, port and a random suffix
+))
 _SCHEMES: Final = ("postgresql", "postgres")
 
 
@@ -36,30 +47,27 @@ _SCHEMES: Final = ("postgresql", "postgres")
 class PostgresConfig:
     url: str
     password: str | None = None  # from password_file
-    connect_timeout: float = 10.0
-    statement_timeout: float = 300.0
+    connect_timeout: float = STORAGE.defaults["connect_timeout"]
+    statement_timeout: float = STORAGE.defaults["statement_timeout"]
 
     def __repr__(self) -> str:  # never print the secret (a config dump in a log)
         return f"PostgresConfig(url={self.url!r})"
 
 
-_PG: Final = PostgresConfig("")  # its defaults, the only place they are written
-
-
 @dataclass(frozen=True, slots=True)
 class HaConfig:
-    lease_ttl: float = 15.0
-    member_id: str | None = None
+    lease_ttl: float = HA.defaults["lease_ttl"]
+    member_id: str | None = HA.defaults["member_id"]
 
 
 def parse_storage(c: Checker, raw: Mapping[str, Any], base: Path,
                   default: Path) -> tuple[Path, PostgresConfig | None]:
     """(DuckDB path, PostgreSQL settings or None) from the ``storage`` section."""
-    section = c.section(raw, "storage", _STORAGE_KEYS)
+    section = c.section(raw, "storage", STORAGE.keys)
     path_text = c.optional_string(section, "path", "storage.path")
     url = c.optional_string(section, "url", "storage.url")
     if url is None or urlsplit(url).scheme not in _SCHEMES:
-        if section.keys() & {"password_file", "connect_timeout", "statement_timeout"}:
+        if section.keys() & set(_PG_ONLY):
             c.problem("storage: password_file, connect_timeout and statement_timeout apply "
                       "to a postgresql:// url only")
         if url is not None and path_text is not None:
@@ -77,15 +85,12 @@ def parse_storage(c: Checker, raw: Mapping[str, Any], base: Path,
     return default, PostgresConfig(
         url=url,
         password=secret_file(c, section, "password_file", "storage.password_file", base),
-        connect_timeout=c.duration(section, "connect_timeout", "storage.connect_timeout",
-                                   _PG.connect_timeout),
-        statement_timeout=c.duration(section, "statement_timeout", "storage.statement_timeout",
-                                     _PG.statement_timeout),
+        **STORAGE.read(c, section),
     )
 
 
 def parse_ha(c: Checker, raw: Mapping[str, Any], postgres: PostgresConfig | None) -> HaConfig:
-    section = c.section(raw, "ha", _HA_KEYS)
+    section = c.section(raw, "ha", HA.keys)
     if section and postgres is None:
         c.problem("ha: several evaluators need a shared store (storage.url: postgresql://...)")
     ingest = raw.get("ingest")
@@ -96,10 +101,10 @@ def parse_ha(c: Checker, raw: Mapping[str, Any], postgres: PostgresConfig | None
         c.problem("storage.url: a PostgreSQL store serves evaluators that scrape exporters "
                   "(ingest.source: scrape); with ingest.source: prometheus keep the DuckDB "
                   "store")
-    ttl = c.duration(section, "lease_ttl", "ha.lease_ttl", HaConfig().lease_ttl)
-    if not 3.0 <= ttl <= 600.0:
-        c.problem(f"ha.lease_ttl: {ttl:g}s is outside 3s..10m")
-    member = c.optional_string(section, "member_id", "ha.member_id")
+    values = HA.read(c, section)
+    if not 3.0 <= values["lease_ttl"] <= 600.0:
+        c.problem(f"ha.lease_ttl: {values['lease_ttl']:g}s is outside 3s..10m")
+    member = values["member_id"]
     if member is not None and not (0 < len(member) <= 128 and member.isprintable()):
         c.problem("ha.member_id: 1 to 128 printable characters")
-    return HaConfig(lease_ttl=ttl, member_id=member)
+    return HaConfig(**values)

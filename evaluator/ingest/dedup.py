@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, Generic, Protocol, TypeVar
 
-from evaluator.config.file import DedupConfig
+from evaluator.config.writes import DedupConfig
 from evaluator.ingest.write_rule import WriteDecision
 from evaluator.model import CardKey, Sample, XidKey, XidSample
 

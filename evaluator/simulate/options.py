@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from evaluator.config.file import DEFAULT_KEEPALIVE, Config
+from evaluator.config.file import Config
 from evaluator.config.values import Checker
+from evaluator.config.writes import DEFAULT_KEEPALIVE
 from evaluator.simulate.profiles import PROFILES
 from gpu_health.durations import parse_duration
 from gpu_health.timestamps import parse_timestamp

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Final
 
-from evaluator.config.file import DEFAULT_KEEPALIVE
+from evaluator.config.writes import DEFAULT_KEEPALIVE
 from evaluator.ingest.write_rule import decide
 from evaluator.model import CardKey, Counters, Sample
 from gpu_health.contract import SOURCE_SIMULATED

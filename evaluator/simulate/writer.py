@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evaluator.config.file import DEFAULT_KEEPALIVE
+from evaluator.config.writes import DEFAULT_KEEPALIVE
 from evaluator.model import CardKey, Sample
 from evaluator.simulate.options import SimulateOptions
 from evaluator.simulate.profiles import change_only, readings, steps_between

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from exporter.cache import ReadingCache
 from exporter.main import build_xid
-from exporter.settings import parse_args
+from exporter.settings import FLAGS, Settings, argument_parser, parse_args
 from exporter.xid_follower import MAX_BYTES_PER_POLL, MAX_LINE
 from gpu_health.errors import ConfigError
 
@@ -105,3 +105,14 @@ def test_every_problem_is_listed_at_once() -> None:
 def test_a_flag_missing_its_value_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="expected one argument"):
         parse_args(["--collect-interval"], environ={})
+
+
+def test_each_flag_default_is_written_once_and_shown_in_the_help() -> None:
+    """Settings' defaults are the flags' (exporter/settings.py FLAGS), as parsed from argv."""
+    parsed, built = parse_args([], environ={}), Settings()
+    for flag in FLAGS:
+        assert getattr(parsed, flag.dest) == getattr(built, flag.dest), flag.flag
+    text = argument_parser().format_help()
+    for flag in FLAGS:
+        if flag.kind != "text":
+            assert f"({flag.default})" in text, flag.flag

@@ -41,7 +41,7 @@ NODE_ENDPOINTS = {  # path -> the minimal query naming node n
     "/api/v1/gpu-health/ecc-rate": {"node_id": "{n}", "gpu_index": "0"},
 }
 # The read endpoints (GET); the POST action (alert resolve) has its own tests in
-# test_alert_resolve_api.py.
+# test_api_alert_resolve.py.
 ALL_ENDPOINTS = [p for p in DOC["paths"]
                  if p != "/api/v1/openapi.json" and "get" in DOC["paths"][p]]
 

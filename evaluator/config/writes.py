@@ -1,0 +1,37 @@
+"""The ``dedup`` section and ``keepalive``: how the write rule remembers the last reading of
+each card, and how often an unchanged card is written anyway (docs/evaluator-ingest.md).
+Declared in :data:`DEDUP` and :data:`KEEPALIVE` (read by ``config/file.py`` with the other
+top-level keys); every problem is recorded in the Checker."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Final
+
+from evaluator.config.table import Setting, Table
+from evaluator.config.values import Checker
+
+DEDUP: Final = Table("dedup", (
+    Setting("max_entries", "int", 4096, 1, 10_000_000),  # 512 nodes x 8 cards
+    Setting("idle_seconds", "duration", 1800.0),
+))
+# Top-level keys. An unchanged card still gets one row per keepalive (the reference's 288 rows
+# per card-day at most); the write rule, simulate and the backtest take this default from here.
+KEEPALIVE: Final = Table("", (
+    Setting("keepalive", "duration", 300.0),
+    Setting("keepalive_seconds", "custom", None),  # its old name, read with a warning
+))
+DEFAULT_KEEPALIVE: Final = timedelta(seconds=KEEPALIVE.defaults["keepalive"])
+
+
+@dataclass(frozen=True, slots=True)
+class DedupConfig:
+    max_entries: int = DEDUP.defaults["max_entries"]
+    idle_seconds: float = DEDUP.defaults["idle_seconds"]
+
+
+def parse_dedup(c: Checker, raw: Mapping[str, Any]) -> DedupConfig:
+    return DedupConfig(**DEDUP.read(c, c.section(raw, "dedup", DEDUP.keys)))
+
