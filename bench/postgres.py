@@ -17,8 +17,9 @@ after an evaluator's (the cache is the server's); the new-worker tick measures t
 The cluster runs with ``shared_buffers`` at 25% of the machine's memory, PostgreSQL's documented
 starting point for a dedicated server (``--shared-buffers``; ``default`` keeps the 128 MB
 default, with which the 16,384-card tick's index pages no longer stay in the cache).
-PostgreSQL seals its rollups hourly (``PostgresDatabase.seal_every``); the bench seals the copied
-store's last day that way and prints what that costs (the worker pays it once an hour).
+Both engines seal their rollups hourly (``Database.seal_every``); the bench seals the last day
+of both stores that way after the copy and prints what that costs (the worker pays it once an
+hour).
 
     python -m bench.postgres                 # 4,096 and 16,384 cards x 37 days (~45 min)
     python -m bench.postgres --cards 4096    # one fleet
@@ -35,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 from bench.rules import END, generate, plant_predictions, summarise
@@ -43,7 +45,7 @@ from evaluator.stats.document import prediction_stats
 from evaluator.store import Database
 from evaluator.store.engines.duckdb import DuckDBDatabase
 from evaluator.store.engines.postgres import PostgresDatabase
-from evaluator.store.rollups import seal
+from evaluator.store.rollups import GRACE, day_floor, seal
 from evaluator.worker import Worker
 from tests.postgres import postgres_server
 
@@ -63,7 +65,7 @@ def build_duckdb(path: Path, cards: int, days: int) -> int:
     ruleset = load_ruleset(env={})
     plant_predictions(db, ruleset.version, cards, NOW)
     Worker(db, ruleset, clock=lambda: NOW).register(NOW)
-    summarise(db, NOW)
+    summarise(db, day_floor(NOW) + GRACE)  # the whole days; the last day's hours on each engine
     db.close()
     return rows
 
@@ -140,14 +142,18 @@ def one_fleet(cards: int, days: int, tmp: Path, settings: dict[str, str]) -> boo
         copy_to_postgres(duck_path, pg, tmp)
         print(f"  copied into PostgreSQL in {time.perf_counter() - started:.0f} s (not timed)",
               flush=True)
-        # PostgreSQL seals hourly (DuckDB daily, done in the build): the hours of the last day,
-        # then one more, as the worker does once an hour (neither is part of the tick below)
-        day = timed(lambda: seal(pg, NOW - timedelta(hours=1)))
-        hour = timed(lambda: seal(pg, NOW))
+        # Both engines seal hourly: the hours of the last day, then one more, as the worker
+        # does once an hour (neither is part of the ticks below)
+        duck = DuckDBDatabase(duck_path)
+        engines: tuple[tuple[str, Database], ...] = (("DuckDB", duck), ("PostgreSQL", pg))
+        for name, db in engines:
+            day = timed(partial(seal, db, NOW - timedelta(hours=1)))
+            hour = timed(partial(seal, db, NOW))
+            print(f"  {name} hourly sealing: the day's first 22 h {day:.2f} s, the next hour "
+                  f"{hour:.2f} s (once an hour, in the worker)", flush=True)
+        duck.close()
         pg.execute("ANALYZE")
         pg.close()
-        print(f"  PostgreSQL hourly sealing: the day's first 22 h {day:.2f} s, the next hour "
-              f"{hour:.2f} s (once an hour, in the worker)", flush=True)
         results = {"duckdb": measure(lambda: DuckDBDatabase(duck_path)),
                    "postgresql": measure(lambda: PostgresDatabase(url))}
     ok = True

@@ -18,6 +18,7 @@ stats <= 2 s, <= 60 GB for 180 days.
 
     python -m bench.scale            # the full set (~15 minutes, ~10 GB of temporary disk)
     python -m bench.scale --quick    # 64 / 256 / 1,024 cards x 10 days, 256 x 30 days
+    python -m bench.scale --cards 16384 32768 100000 --days 8   # measured fleets (bench/fleet.py)
 """
 
 from __future__ import annotations
@@ -33,10 +34,14 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from bench import fleet
 from bench.rules import END, generate, plant_predictions, summarise
 from evaluator.config.rules import load_ruleset
 from evaluator.stats.document import prediction_stats
+from evaluator.store.api_queries import capabilities
 from evaluator.store.engines.duckdb import DuckDBDatabase
+from evaluator.store.rollups import seal
+from evaluator.store.window_edges import refresh_edges
 from evaluator.worker import Worker
 
 NOW = END - timedelta(minutes=1)
@@ -53,11 +58,18 @@ def build(path: Path, cards: int, days: int) -> dict[str, float]:
     plant_predictions(db, ruleset.version, cards, NOW)
     Worker(db, ruleset, clock=lambda: NOW).register(NOW)
     generated = time.perf_counter() - started
-    sealed_s, edges_s = summarise(db, NOW)
+    # Everything before the last hour as an upgraded store's first tick would; then the last
+    # hour as the live worker seals it, once an hour (timed: it runs inside a tick).
+    sealed_s, edges_s = summarise(db, NOW - timedelta(hours=1))
+    started = time.perf_counter()
+    seal(db, NOW)
+    hour_s = time.perf_counter() - started
+    refresh_edges(db, NOW)
     db.execute("CHECKPOINT")
     db.close()
     size = path.stat().st_size
     return {"rows": rows, "generate_s": generated, "seal_s": sealed_s, "edges_s": edges_s,
+            "seal_hour_s": hour_s,
             "bytes": size, "per_card_day": size / (cards * days), "per_row": size / rows}
 
 
@@ -69,13 +81,17 @@ def measure_fresh(path: Path) -> dict[str, float]:
     started = time.perf_counter()
     report = worker.tick(NOW)
     tick_s = time.perf_counter() - started
-    peak_mb = _peak_mb()
+    tick_mb = _peak_mb()
     started = time.perf_counter()
     prediction_stats(db, now=NOW, ruleset=ruleset)
     stats_s = time.perf_counter() - started
+    started = time.perf_counter()
+    capabilities(db, source="real", now=NOW)
+    caps_s = time.perf_counter() - started
     db.close()
-    return {"tick_s": tick_s, "stats_s": stats_s, "peak_mb": peak_mb,
-            "resolved": sum(report.resolved.values()), "created": len(report.predictions)}
+    return {"tick_s": tick_s, "stats_s": stats_s, "caps_s": caps_s, "peak_mb": _peak_mb(),
+            "tick_peak_mb": tick_mb, "resolved": sum(report.resolved.values()),
+            "created": len(report.predictions)}
 
 
 def _peak_mb() -> float:
@@ -132,20 +148,27 @@ def report(results: dict[tuple[int, int], dict[str, float]], sets: tuple[tuple[i
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--cards", type=int, nargs="+", help="measure these fleet sizes")
+    parser.add_argument("--days", type=int, default=8, help="days of history (with --cards)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--reference", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(measure_fresh(args.child)))
         return 0
+    if args.reference:
+        baseline = load_ruleset(env={}).params.baseline
+        print(json.dumps(fleet.measure_reference(args.reference, NOW, baseline)))
+        return 0
+    if args.cards:
+        return measure_fleets(sorted(set(args.cards)), args.days)
     sets = QUICK if args.quick else FULL
     results: dict[tuple[int, int], dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="gpu-health-scale-") as tmp:
         for cards, days in sets:
             path = Path(tmp) / f"{cards}x{days}.duckdb"
             built = build(path, cards, days)
-            child = subprocess.run([sys.executable, "-m", "bench.scale", "--child", str(path)],
-                                   check=True, capture_output=True, text=True)
-            fresh = json.loads(child.stdout.strip().splitlines()[-1])
+            fresh = _child("--child", path)
             results[(cards, days)] = built | fresh
             print(f"{cards:>6} cards x {days:>3} d: {built['rows']:>12,.0f} rows, "
                   f"{built['per_card_day']:,.0f} B/card-day ({built['per_row']:.1f} B/row); "
@@ -160,6 +183,36 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print("targets met" if ok else "TARGETS MISSED")
     return 0 if ok else 1
+
+
+def measure_fleets(sizes: list[int], days: int) -> int:
+    """Build and measure each fleet (bench/fleet.py); the last line says whether the targets
+    were met."""
+    results: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="gpu-health-fleet-") as tmp:
+        for cards in sizes:
+            path = Path(tmp) / f"{cards}x{days}.duckdb"
+            results[cards] = build(path, cards, days) | _child("--child", path) | \
+                _child("--reference", path)
+            print(fleet.line(cards, days, results[cards]), flush=True)
+            path.unlink()
+    growth = None
+    if len(sizes) >= 2:
+        pair = sizes[-2:]
+        growth = {key: exponent([(c, results[c][f"{key}_s"]) for c in pair])
+                  for key in ("tick", "stats")}
+        print(f"growth exponent {pair[0]:,} -> {pair[1]:,} cards: tick {growth['tick']:.2f}, "
+              f"stats {growth['stats']:.2f} (target <= {fleet.EXPONENT})")
+    missed = fleet.misses(results, growth)
+    print("targets met" if not missed else "TARGET MISSED: " + "; ".join(missed))
+    return 0 if not missed else 1
+
+
+def _child(flag: str, path: Path) -> dict[str, float]:
+    """A fresh process measuring ``path`` (its last stdout line is JSON)."""
+    child = subprocess.run([sys.executable, "-m", "bench.scale", flag, str(path)],
+                           check=True, capture_output=True, text=True)
+    return dict(json.loads(child.stdout.strip().splitlines()[-1]))
 
 
 if __name__ == "__main__":

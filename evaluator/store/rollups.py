@@ -9,15 +9,14 @@ so every per-card question became a scan of time. Now:
 - ``gpu_health_sample_days`` holds one segment (:mod:`evaluator.store.rollup_sql`) per series and
   UTC day, for every day before the *sealed* watermark (``gpu_health_rollup_state``). The
   invariant readers rely on: a sealed day's rollup equals the aggregate of that day's raw rows.
-  Days at and after the watermark are read from the raw rows, which lie together at the end of
-  the table (a day or so, skipped to by DuckDB's zone maps);
-- :func:`seal` moves the watermark to the start of the current day (10 minutes after midnight,
-  so the last rows of the day are in), about a million raw rows per statement. A store whose
-  ``seal_every`` is an hour (PostgreSQL) moves it every hour: the day being sealed then has one
-  segment for its rows before the watermark, grown each hour by merging the new hour's rows
-  into it (:func:`~evaluator.store.rollup_sql.merge_day`), so readers still see one segment
-  per series and day, and only a partial day's segment ends at the watermark instead of a
-  midnight (:func:`covered`);
+  Rows at and after the watermark are read raw; they lie together at the end of the table
+  (skipped to by DuckDB's zone maps);
+- :func:`seal` moves the watermark every ``seal_every`` (an hour on both engines; 10 minutes
+  after it, so the hour's last rows are in), about a million raw rows per statement: the day
+  being sealed has one segment for its rows before the watermark, grown each hour by merging
+  the new hour's rows into it (:func:`~evaluator.store.rollup_sql.merge_day`), so readers still
+  see one segment per series and day, and only a partial day's segment ends at the watermark
+  instead of a midnight (:func:`covered`). Raw rows after the watermark: an hour or so;
 - rows written later into a sealed day (a skewed clock, an import) re-summarise their cards' days
   in the same transaction (:func:`after_insert`); retention and the simulated purge keep the
   invariant too (:func:`after_retention`, :func:`after_purge`);
@@ -108,7 +107,8 @@ def _summarise(db: Database, lo: datetime, hi: datetime, parts: int = 1) -> None
 
 
 def seal(db: Database, now: datetime) -> int:
-    """Summarise the days before ``now - GRACE``'s midnight not yet sealed; return how many.
+    """Summarise the rows before ``now - GRACE`` rounded down to ``seal_every`` not yet sealed;
+    return how many whole days that completed.
     No statement when nothing is due (the worker calls this every tick)."""
     with WRITING:
         return _seal(db, now)

@@ -30,9 +30,10 @@ class DuckDBDatabase(Database):
     # This process is the only writer (DuckDB: one process per file), so a store module may
     # keep a value in step with its table in ``memo``.
     shared = False
-    # How far the rollup watermark moves at a time (evaluator.store.rollups): DuckDB reads the
-    # day of raw rows after it in tens of milliseconds, so whole days suffice.
-    seal_every = timedelta(days=1)
+    # How far the rollup watermark moves at a time (evaluator.store.rollups). Hourly: with a
+    # daily watermark every reader scanned the open day's raw rows again (4.7 M at 16,384 cards
+    # at 23:59); an hour of them costs a 24th (issue 33, bench.scale --cards).
+    seal_every = timedelta(hours=1)
     # One statement for the rules' feature extraction: DuckDB runs it on all its threads.
     feature_shards = 1
 

@@ -245,3 +245,15 @@ def test_a_rolled_back_seal_leaves_no_watermark_behind(new_db: NewDb) -> None:
     assert rollups.sealed_until(db) is None  # the process's note went with the rollback
     assert db.fetchone("SELECT count(*) FROM gpu_health_sample_days")[0] == 0
     assert rollups.seal(db, NOW) == DAYS - 1
+
+
+def test_every_engine_seals_hourly(new_db: NewDb) -> None:
+    """Issue 33: no reader scans more than the open hour of raw rows (plus the grace), on
+    DuckDB as on PostgreSQL."""
+    db = new_db("h")
+    assert db.seal_every == HOUR
+    insert_samples(db, [Sample(CardKey("n", 0), "GPU-a", NOW - timedelta(hours=2),
+                               Counters(0, 0))])
+    rollups.seal(db, NOW)
+    sealed = rollups.sealed_until(db)
+    assert sealed is not None and NOW - sealed <= HOUR + rollups.GRACE
