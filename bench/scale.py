@@ -37,6 +37,7 @@ from pathlib import Path
 from bench import fleet
 from bench.rules import END, generate, plant_predictions, summarise
 from evaluator.config.rules import load_ruleset
+from evaluator.config.values import parse_size
 from evaluator.stats.document import prediction_stats
 from evaluator.store.api_queries import capabilities
 from evaluator.store.engines.duckdb import DuckDBDatabase
@@ -73,9 +74,10 @@ def build(path: Path, cards: int, days: int) -> dict[str, float]:
             "bytes": size, "per_card_day": size / (cards * days), "per_row": size / rows}
 
 
-def measure_fresh(path: Path) -> dict[str, float]:
-    """Run in a child process: one tick and one stats call on ``path``; print JSON."""
-    db = DuckDBDatabase(path)
+def measure_fresh(path: Path, memory_limit: int | None = None) -> dict[str, float]:
+    """Run in a child process: one tick, one stats call and the capability matrix on ``path``
+    (``memory_limit``: storage.memory_limit); print JSON."""
+    db = DuckDBDatabase(path, memory_limit=memory_limit)
     ruleset = load_ruleset(env={})
     worker = Worker(db, ruleset, clock=lambda: NOW)
     started = time.perf_counter()
@@ -150,18 +152,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--cards", type=int, nargs="+", help="measure these fleet sizes")
     parser.add_argument("--days", type=int, default=8, help="days of history (with --cards)")
+    parser.add_argument("--memory-limit", type=_size, default=None,
+                        help="storage.memory_limit of the measured process (with --cards), "
+                             "e.g. 1536MiB")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--reference", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(measure_fresh(args.child)))
+        print(json.dumps(measure_fresh(args.child, args.memory_limit)))
         return 0
     if args.reference:
         baseline = load_ruleset(env={}).params.baseline
         print(json.dumps(fleet.measure_reference(args.reference, NOW, baseline)))
         return 0
     if args.cards:
-        return measure_fleets(sorted(set(args.cards)), args.days)
+        return measure_fleets(sorted(set(args.cards)), args.days, args.memory_limit)
     sets = QUICK if args.quick else FULL
     results: dict[tuple[int, int], dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="gpu-health-scale-") as tmp:
@@ -185,14 +190,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def measure_fleets(sizes: list[int], days: int) -> int:
+def measure_fleets(sizes: list[int], days: int, memory_limit: int | None) -> int:
     """Build and measure each fleet (bench/fleet.py); the last line says whether the targets
     were met."""
     results: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="gpu-health-fleet-") as tmp:
         for cards in sizes:
             path = Path(tmp) / f"{cards}x{days}.duckdb"
-            results[cards] = build(path, cards, days) | _child("--child", path) | \
+            limit = () if memory_limit is None else ("--memory-limit", str(memory_limit))
+            results[cards] = build(path, cards, days) | _child("--child", path, *limit) | \
                 _child("--reference", path)
             print(fleet.line(cards, days, results[cards]), flush=True)
             path.unlink()
@@ -203,14 +209,26 @@ def measure_fleets(sizes: list[int], days: int) -> int:
                   for key in ("tick", "stats")}
         print(f"growth exponent {pair[0]:,} -> {pair[1]:,} cards: tick {growth['tick']:.2f}, "
               f"stats {growth['stats']:.2f} (target <= {fleet.EXPONENT})")
+        if len(sizes) > 2:
+            over = {key: exponent([(c, results[c][f"{key}_s"]) for c in sizes])
+                    for key in ("tick", "stats")}
+            print(f"growth exponent over {', '.join(f'{c:,}' for c in sizes)} cards (least "
+                  f"squares): tick {over['tick']:.2f}, stats {over['stats']:.2f}")
     missed = fleet.misses(results, growth)
     print("targets met" if not missed else "TARGET MISSED: " + "; ".join(missed))
     return 0 if not missed else 1
 
 
-def _child(flag: str, path: Path) -> dict[str, float]:
+def _size(text: str) -> int:
+    size = parse_size(text)
+    if size is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count like 1536MiB")
+    return size
+
+
+def _child(flag: str, path: Path, *extra: str) -> dict[str, float]:
     """A fresh process measuring ``path`` (its last stdout line is JSON)."""
-    child = subprocess.run([sys.executable, "-m", "bench.scale", flag, str(path)],
+    child = subprocess.run([sys.executable, "-m", "bench.scale", flag, str(path), *extra],
                            check=True, capture_output=True, text=True)
     return dict(json.loads(child.stdout.strip().splitlines()[-1]))
 

@@ -242,7 +242,7 @@ def open_store(config: Config, member: str) -> Database:
     StoreError naming the host, and the process exits 1)."""
     pg = config.postgres
     if pg is None:
-        return DuckDBDatabase(config.storage_path)
+        return DuckDBDatabase(config.storage_path, memory_limit=config.storage_memory_limit)
     return PostgresDatabase(pg.url, password=pg.password, connect_timeout=pg.connect_timeout,
                             statement_timeout_s=pg.statement_timeout,
                             application_name=f"gpu-health-evaluator/{member}",

@@ -92,6 +92,7 @@ class Config:
     file_sd_configs: tuple[FileSDConfig, ...] = ()
     http_sd_configs: tuple[HttpSDConfig, ...] = ()
     storage_path: Path = DEFAULT_STORAGE
+    storage_memory_limit: int | None = None  # bytes, DuckDB's memory_limit (None: its own)
     listen_host: str = _LISTEN_HOST
     listen_port: int = _LISTEN_PORT
     dedup: DedupConfig = field(default_factory=DedupConfig)
@@ -195,7 +196,7 @@ def parse_config(
     web_raw = c.section(raw, "web", WEB.keys)
     host, port = _listen(c, web_raw)
     dedup = parse_dedup(c, raw)
-    storage_path, postgres = parse_storage(c, raw, base, DEFAULT_STORAGE)
+    storage_path, memory_limit, postgres = parse_storage(c, raw, base, DEFAULT_STORAGE)
     rules, tokens = _consumers(c, raw, base)
     config = Config(
         scrape=scrape,
@@ -203,6 +204,7 @@ def parse_config(
         file_sd_configs=parse_file_sd(c, raw.get("file_sd_configs"), base),
         http_sd_configs=parse_http_sd(c, raw.get("http_sd_configs")),
         storage_path=storage_path,
+        storage_memory_limit=memory_limit,
         postgres=postgres,
         ha=parse_ha(c, raw, postgres),
         listen_host=host,

@@ -34,8 +34,11 @@ STORAGE: Final = Table("storage", (
     Setting("password_file", "custom", None),  # never the URL: it is logged
     Setting("connect_timeout", "duration", 10.0),
     Setting("statement_timeout", "duration", 300.0),
+    # DuckDB's memory_limit (it spills the rest to <file>.tmp); None: DuckDB's own, 80% of RAM
+    Setting("memory_limit", "size", None),
 ))
 _PG_ONLY: Final = ("password_file", "connect_timeout", "statement_timeout")
+MIN_MEMORY: Final = 64 * 2**20
 HA: Final = Table("ha", (
     Setting("lease_ttl", "duration", 15.0),  # 3s..10m
     Setting("member_id", "optional_string", None),  # None: host, port and a random suffix
@@ -61,8 +64,9 @@ class HaConfig:
 
 
 def parse_storage(c: Checker, raw: Mapping[str, Any], base: Path,
-                  default: Path) -> tuple[Path, PostgresConfig | None]:
-    """(DuckDB path, PostgreSQL settings or None) from the ``storage`` section."""
+                  default: Path) -> tuple[Path, int | None, PostgresConfig | None]:
+    """(DuckDB path, DuckDB memory limit, PostgreSQL settings or None) from the ``storage``
+    section."""
     section = c.section(raw, "storage", STORAGE.keys)
     path_text = c.optional_string(section, "path", "storage.path")
     url = c.optional_string(section, "url", "storage.url")
@@ -73,20 +77,31 @@ def parse_storage(c: Checker, raw: Mapping[str, Any], base: Path,
         if url is not None and path_text is not None:
             c.problem("storage: give path or url, not both")
         text = url if url is not None else path_text
-        return (default if text is None else base / text), None
+        return (default if text is None else base / text), _memory(c, section), None
     if path_text is not None:
         c.problem("storage: give path or url, not both")
+    if "memory_limit" in section:
+        c.problem("storage.memory_limit applies to a DuckDB file only (PostgreSQL: the "
+                  "server's own settings)")
     parts = urlsplit(url)
     if parts.password is not None:
         c.problem("storage.url: the password must not be in the URL (it would be logged); "
                   "use storage.password_file or libpq's PGPASSWORD")
     if not parts.hostname:
         c.problem("storage.url: needs a host, e.g. postgresql://user@db:5432/gpuhealth")
-    return default, PostgresConfig(
+    return default, None, PostgresConfig(
         url=url,
         password=secret_file(c, section, "password_file", "storage.password_file", base),
-        **STORAGE.read(c, section),
+        **STORAGE.read(c, section, skip=("memory_limit",)),
     )
+
+
+def _memory(c: Checker, section: Mapping[str, Any]) -> int | None:
+    limit: int | None = STORAGE.read(c, section, skip=_PG_ONLY)["memory_limit"]
+    if limit is not None and limit < MIN_MEMORY:
+        c.problem(f"storage.memory_limit must be at least 64MiB, got {section['memory_limit']!r}")
+        return None
+    return limit
 
 
 def parse_ha(c: Checker, raw: Mapping[str, Any], postgres: PostgresConfig | None) -> HaConfig:

@@ -37,12 +37,17 @@ class DuckDBDatabase(Database):
     # One statement for the rules' feature extraction: DuckDB runs it on all its threads.
     feature_shards = 1
 
-    def __init__(self, path: str | Path, *, read_only: bool = False, threads: int = 2) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False, threads: int = 2,
+                 memory_limit: int | None = None) -> None:
+        """``memory_limit``: bytes (storage.memory_limit); beyond it DuckDB spills to
+        ``<path>.tmp``. None: DuckDB's default, 80% of the machine's memory."""
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        config: dict[str, str | bool | int | float | list[str]] = (
+            {} if memory_limit is None else {"memory_limit": f"{memory_limit}B"})
         try:
-            self._con = duckdb.connect(self.path, read_only=read_only)
+            self._con = duckdb.connect(self.path, read_only=read_only, config=config)
         except duckdb.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}", reason="open") from exc
         super().__init__(self.path, threads)

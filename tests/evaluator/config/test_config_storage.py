@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.compose import open_store
 from evaluator.config.file import DEFAULT_STORAGE, parse_config
 from gpu_health.errors import ConfigError
 
@@ -49,3 +50,28 @@ def test_every_storage_problem_is_listed_once(tmp_path: Path) -> None:
 def test_ha_without_a_shared_store_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="shared store"):
         parse_config({"ha": {"lease_ttl": "15s"}}, base=tmp_path)
+
+
+def test_duckdb_memory_limit_reaches_the_file_and_is_checked(tmp_path: Path) -> None:
+    """Issue 33: storage.memory_limit bounds DuckDB's memory (the rest spills to <file>.tmp);
+    without it DuckDB's own default stands."""
+    config = parse_config({"storage": {"path": "s.duckdb", "memory_limit": "512MiB"}},
+                          base=tmp_path)
+    assert config.storage_memory_limit == 512 * 2**20
+    db = open_store(config, "test")
+    try:
+        assert db.fetchone("SELECT current_setting('memory_limit'), "
+                           "current_setting('temp_directory')") == (
+            "512.0 MiB", str(tmp_path / "s.duckdb.tmp"))
+    finally:
+        db.close()
+    assert parse_config({}, base=tmp_path).storage_memory_limit is None
+    with pytest.raises(ConfigError) as err:
+        parse_config({"storage": {"memory_limit": "1MiB"}}, base=tmp_path)
+    assert list(err.value.problems) == ["storage.memory_limit must be at least 64MiB, got '1MiB'"]
+    with pytest.raises(ConfigError) as err:
+        parse_config({"storage": {"url": "postgresql://u@db/g", "memory_limit": "1GiB"}},
+                     base=tmp_path)
+    assert list(err.value.problems) == [
+        "storage.memory_limit applies to a DuckDB file only (PostgreSQL: the server's own "
+        "settings)"]
