@@ -1,7 +1,9 @@
 """``python -m bench.scale --cards N [N ...] --days D``: fleets measured, not extrapolated.
 
-Issue 33. Each fleet (5-minute rows, ``bench.rules``' profiles, generated inside DuckDB) is
-built and sealed as the live worker keeps it, then two FRESH processes open the file:
+Issue 33. Each fleet (5-minute rows of ``bench.rules``' profiles, generated inside DuckDB;
+their 37-day story played in the fleet's days, so an 8-day fleet has its degrading cards,
+faults and XID events too) is built and sealed as the live worker keeps it, then two FRESH
+processes open the file:
 
 - the project: one worker tick, one prediction-stats call and the capability matrix, with the
   process's peak resident memory (VmHWM);
@@ -26,6 +28,7 @@ import duckdb
 
 from gpu_health.clock import to_naive_utc
 
+STORY_DAYS: Final = 37  # bench.rules' profiles: onsets up to day 32, faults from day 25
 # Targets of issue 33.
 TICK_RATIO: Final = 3.0  # project / reference, at 16,384 cards and up
 STATS_RATIO: Final = 2.0
@@ -37,7 +40,7 @@ CAPS_S: Final = 1.0
 PEAK_MB: Final = 2048.0
 EXPONENT: Final = 1.1  # between the two largest fleets
 BYTES_PER_CARD_DAY: Final = 3000.0
-BYTES_FROM: Final = 1024  # smaller files are mostly fixed overhead
+BYTES_FROM: Final = RATIO_FROM  # the issue sets it at 100,000; smaller files carry fixed overhead
 
 _TICK_REF: Final = """
 SELECT node_id, gpu_index, count(ecc_corrected_total), min(ecc_corrected_total),

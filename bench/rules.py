@@ -72,7 +72,7 @@ SELECT 'node-' || lpad((c // 8)::VARCHAR, 4, '0'), (c % 8)::INTEGER,
        CASE WHEN kind = 'kunlun' OR c % 2 = 1 THEN NULL ELSE 0 END,
        CASE WHEN kind = 'kunlun' OR c % 2 = 1 THEN NULL ELSE 0 END
 FROM (
-    SELECT c, i, i * {STEP_S} / 86400.0 AS t, h, {_PROFILE} AS kind, 8 + c % 25 AS onset
+    SELECT c, i, i * {STEP_S} / 86400.0 / $pace AS t, h, {_PROFILE} AS kind, 8 + c % 25 AS onset
     FROM (SELECT range AS i FROM range($i0, $i1)) steps
     CROSS JOIN (SELECT range AS c, (range * 7919) % 1000 AS h FROM range($cards)) cards
 )
@@ -83,7 +83,7 @@ ORDER BY i, c
 _XIDS = f"""
 INSERT INTO gpu_health_xid_samples
 SELECT 'node-' || lpad((c // 8)::VARCHAR, 4, '0'), (c % 8)::INTEGER, 'GPU-' || c, 'real', xid,
-       $start + to_seconds((round(t * 86400 / {STEP_S}) * {STEP_S})::BIGINT), n
+       $start + to_seconds((round(t * $pace * 86400 / {STEP_S}) * {STEP_S})::BIGINT), n
 FROM (
     SELECT c, h, {_PROFILE} AS kind, 8 + c % 25 AS onset
     FROM (SELECT range AS c, (range * 7919) % 1000 AS h FROM range($cards))
@@ -99,18 +99,23 @@ LATERAL (
     SELECT 48, 15 + c % 10 + d, n FROM (VALUES (0.0, 1), (2.0, 0)) v(d, n)
     WHERE kind = 'flat' AND h BETWEEN 306 AND 330
     UNION ALL  -- application XID 13 noise, one more line a day
-    SELECT 13, d, d FROM range(1, $days) r(d) WHERE kind = 'flat' AND h BETWEEN 400 AND 500
+    SELECT 13, d, d FROM range(1, $story) r(d) WHERE kind = 'flat' AND h BETWEEN 400 AND 500
 )
-WHERE t < $days
+WHERE t < $story
 """
 
 
 _ROWS_PER_STATEMENT = 4_000_000
 
 
-def generate(db: Database, cards: int, days: int, end: datetime) -> tuple[int, int]:
+def generate(db: Database, cards: int, days: int, end: datetime,
+             story_days: int | None = None) -> tuple[int, int]:
     """Insert ``cards`` x ``days`` of 5-minute samples ending at ``end`` and the XID rows;
-    returns the two row counts."""
+    returns the two row counts. ``story_days``: the profiles' days played in ``days`` (37 in
+    8: onsets, faults and XIDs come 37/8 times sooner, so a short fleet has faults too; None:
+    one profile day per day)."""
+    story = story_days or days
+    pace = {"pace": days / story, "story": story}
     start = to_naive_utc(end - timedelta(days=days))
     steps = days * 86400 // STEP_S
     # At most a day and about 4 M rows per statement (its sort stays in memory; 100,000 cards
@@ -118,8 +123,8 @@ def generate(db: Database, cards: int, days: int, end: datetime) -> tuple[int, i
     per_statement = max(1, min(86400 // STEP_S, _ROWS_PER_STATEMENT // cards))
     for i0 in range(0, steps, per_statement):
         db.execute(_ROWS, {"start": start, "i0": i0, "i1": min(i0 + per_statement, steps),
-                           "cards": cards})
-    db.execute(_XIDS, {"start": start, "cards": cards, "days": days})
+                           "cards": cards, "pace": pace["pace"]})
+    db.execute(_XIDS, {"start": start, "cards": cards} | pace)
     return (int(db.fetchone("SELECT count(*) FROM gpu_health_samples")[0]),
             int(db.fetchone("SELECT count(*) FROM gpu_health_xid_samples")[0]))
 

@@ -50,11 +50,12 @@ FULL = ((1024, 37), (4096, 37), (16384, 37), (4096, 180))
 QUICK = ((64, 10), (256, 10), (1024, 10), (256, 30))
 
 
-def build(path: Path, cards: int, days: int) -> dict[str, float]:
-    """Generate, plant and summarise one fleet (not timed against the targets)."""
+def build(path: Path, cards: int, days: int, story_days: int | None = None) -> dict[str, float]:
+    """Generate, plant and summarise one fleet (not timed against the targets); ``story_days``:
+    see :func:`bench.rules.generate`."""
     db = DuckDBDatabase(path)
     started = time.perf_counter()
-    rows, _ = generate(db, cards, days, END)
+    rows, _ = generate(db, cards, days, END, story_days)
     ruleset = load_ruleset(env={})
     plant_predictions(db, ruleset.version, cards, NOW)
     Worker(db, ruleset, clock=lambda: NOW).register(NOW)
@@ -198,7 +199,8 @@ def measure_fleets(sizes: list[int], days: int, memory_limit: int | None) -> int
         for cards in sizes:
             path = Path(tmp) / f"{cards}x{days}.duckdb"
             limit = () if memory_limit is None else ("--memory-limit", str(memory_limit))
-            results[cards] = build(path, cards, days) | _child("--child", path, *limit) | \
+            results[cards] = build(path, cards, days, fleet.STORY_DAYS) | \
+                _child("--child", path, *limit) | \
                 _child("--reference", path)
             print(fleet.line(cards, days, results[cards]), flush=True)
             path.unlink()

@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from evaluator.rules.outcome import classify
 from evaluator.rules.ruleset import RuleSet
-from evaluator.rules.signals import decide
+from evaluator.rules.signals import could_fire, decide
 from evaluator.store.backfill import observe_pending
 from evaluator.store.db import Database
 from evaluator.store.features import card_features
@@ -153,7 +153,10 @@ class Worker:
         created: list[NewPrediction] = []
         for source in self.sources:
             features = card_features(self.db, [now], source, params)
-            decisions = [d for f in features if (d := decide(f, params)) is not None]
+            # could_fire: an exact, cheap necessary condition; most cards fail it, and decide()
+            # was a tenth of a 100,000-card tick (issue 33: 0.15 -> 0.013 s at 32,768 cards)
+            decisions = [d for f in features
+                         if could_fire(f, params) and (d := decide(f, params)) is not None]
             evaluated[source], fired[source] = len(features), len(decisions)
             created += insert_predictions(self.db, decisions, rule_version=ruleset.version,
                                           window_days=params.window_days, now=now,

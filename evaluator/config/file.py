@@ -28,7 +28,7 @@ from evaluator.config.remediation import SlurmRemediation, parse_remediation
 from evaluator.config.rules import DEFAULT_VERSION, RULES_DIR
 from evaluator.config.scrape import ScrapeConfig, parse_scrape
 from evaluator.config.source import IngestConfig, parse_ingest
-from evaluator.config.storage import HaConfig, PostgresConfig, parse_ha, parse_storage
+from evaluator.config.storage import STORAGE, HaConfig, PostgresConfig, parse_ha, parse_storage
 from evaluator.config.table import Setting, Table
 from evaluator.config.targets import TargetGroup, parse_groups
 from evaluator.config.values import Checker
@@ -73,7 +73,7 @@ def split_listen(text: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
-_LISTEN_HOST, _LISTEN_PORT = split_listen(DEFAULT_LISTEN) or ("", 0)
+_LISTEN_HOST, _LISTEN_PORT = split_listen(DEFAULT_LISTEN) or ("", 0)  # the default parses
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,14 +92,14 @@ class Config:
     file_sd_configs: tuple[FileSDConfig, ...] = ()
     http_sd_configs: tuple[HttpSDConfig, ...] = ()
     storage_path: Path = DEFAULT_STORAGE
-    storage_memory_limit: int | None = None  # bytes, DuckDB's memory_limit (None: its own)
+    storage_memory_limit: int | None = STORAGE.defaults["memory_limit"]  # bytes; DuckDB only
     listen_host: str = _LISTEN_HOST
     listen_port: int = _LISTEN_PORT
     dedup: DedupConfig = field(default_factory=DedupConfig)
     keepalive: timedelta = DEFAULT_KEEPALIVE
     alerting: AlertingConfig = field(default_factory=AlertingConfig)
     remediation: SlurmRemediation = field(default_factory=SlurmRemediation)
-    web_external_url: str | None = None  # None: http://<listen address>
+    web_external_url: str | None = WEB.defaults["external_url"]  # None: http://<listen address>
     rules: RulesConfig = field(default_factory=RulesConfig)
     api_tokens_file: Path | None = None
     api_limits: ApiLimits = field(default_factory=ApiLimits)

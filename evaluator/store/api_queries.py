@@ -66,7 +66,7 @@ def node_visible(db: Database, node_id: str, tenants: Sequence[str] | None) -> b
         return bool(row[0])
     # The small nodes table answers nearly every request; only a node missing from it (removed
     # target, simulated-only node, unknown id) costs the scans of the data tables: the daily
-    # rollups and the raw rows after them (a day or so), never the whole sample history.
+    # rollups and the raw rows after them (an hour or so), never the whole sample history.
     if db.fetchone("SELECT count(*) FROM gpu_health_nodes WHERE node_id = $n", {"n": node_id})[0]:
         return True
     row = db.fetchone(

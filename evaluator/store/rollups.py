@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 DAY: Final = timedelta(days=1)
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-GRACE: Final = timedelta(minutes=10)  # rows of a day still arriving just after midnight
+GRACE: Final = timedelta(minutes=10)  # rows of an hour (a day) still arriving just after it ends
 CHUNK_ROWS: Final = 1_000_000  # raw rows per sealing statement (memory of the window pass)
 # Sealing and lead refreshes of two workers in one process (DuckDB: one process per file) run
 # one at a time: neither table has a key that would refuse a second copy of a row.
