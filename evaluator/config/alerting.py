@@ -43,12 +43,9 @@ def parse_alerting(c: Checker, raw: Mapping[str, Any]) -> AlertingConfig:
     """The ``alerting`` section; every problem is recorded, defaults stand in for bad values."""
     section = c.section(raw, "alerting", ALERTING.keys)
     values = ALERTING.read(c, section)
-    resend = values["resend_interval"]
-    timeout = c.duration(section, "timeout", "alerting.timeout",
-                         min(ALERTING.defaults["timeout"], resend))
-    if timeout > resend:
-        c.problem(f"alerting.timeout ({timeout:g}s) must not exceed alerting.resend_interval "
-                  f"({resend:g}s)")
+    timeout = c.duration_at_most(section, "timeout", "alerting.timeout",
+                                 ALERTING.defaults["timeout"], values["resend_interval"],
+                                 "alerting.resend_interval")
     return AlertingConfig(
         alertmanagers=tuple(c.urls(section, "alertmanagers", "alerting.alertmanagers")),
         timeout=timeout, **values,

@@ -43,10 +43,6 @@ class ScrapeConfig:
 def parse_scrape(c: Checker, value: object) -> ScrapeConfig:
     raw = c.section({"scrape": value}, "scrape", SCRAPE.keys)
     values = SCRAPE.read(c, raw)
-    interval = values["interval"]
-    timeout = c.duration(raw, "timeout", "scrape.timeout",
-                         min(SCRAPE.defaults["timeout"], interval))
-    if timeout > interval:
-        c.problem(f"scrape.timeout ({timeout:g}s) must not exceed scrape.interval "
-                  f"({interval:g}s)")
+    timeout = c.duration_at_most(raw, "timeout", "scrape.timeout", SCRAPE.defaults["timeout"],
+                                 values["interval"], "scrape.interval")
     return ScrapeConfig(timeout=timeout, **values)

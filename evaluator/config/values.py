@@ -113,6 +113,15 @@ class Checker:
             return default
         return seconds
 
+    def duration_at_most(self, raw: Mapping[str, Any], key: str, where: str, default: float,
+                         limit: float, limit_where: str) -> float:
+        """A duration that must not exceed ``limit`` (the value of ``limit_where``, e.g. a
+        timeout and its interval); the default is capped at it."""
+        value = self.duration(raw, key, where, min(default, limit))
+        if value > limit:
+            self.problem(f"{where} ({value:g}s) must not exceed {limit_where} ({limit:g}s)")
+        return value
+
     def size(self, raw: Mapping[str, Any], key: str, where: str, default: int) -> int:
         if key not in raw or raw[key] is None:
             return default
