@@ -33,10 +33,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from evaluator.rules.outcome import classify
 from evaluator.rules.ruleset import RuleSet
-from evaluator.rules.signals import could_fire, decide
+from evaluator.rules.signals import decide
 from evaluator.store.backfill import observe_pending
 from evaluator.store.db import Database
-from evaluator.store.features import card_features
+from evaluator.store.features import feature_rows, row_could_fire, row_to_features
 from evaluator.store.predictions import NewPrediction, insert_predictions, resolve
 from evaluator.store.rollups import seal
 from evaluator.store.rule_versions import register_ruleset
@@ -152,12 +152,13 @@ class Worker:
         params = ruleset.params
         created: list[NewPrediction] = []
         for source in self.sources:
-            features = card_features(self.db, [now], source, params)
-            # could_fire: an exact, cheap necessary condition; most cards fail it, and decide()
-            # was a tenth of a 100,000-card tick (issue 33: 0.15 -> 0.013 s at 32,768 cards)
-            decisions = [d for f in features
-                         if could_fire(f, params) and (d := decide(f, params)) is not None]
-            evaluated[source], fired[source] = len(features), len(decisions)
+            rows = feature_rows(self.db, [now], source, params)
+            # could_fire, read off the rows: an exact, cheap necessary condition of a decision
+            # that most cards fail; deciding (0.15 s) and building the features (0.22 s) of
+            # every card was a fifth of a 32,768-card tick (issue 33)
+            decisions = [d for row in rows if row_could_fire(row, params) and (
+                d := decide(row_to_features(row, source, params), params)) is not None]
+            evaluated[source], fired[source] = len(rows), len(decisions)
             created += insert_predictions(self.db, decisions, rule_version=ruleset.version,
                                           window_days=params.window_days, now=now,
                                           shadow=shadow)

@@ -22,7 +22,7 @@ from evaluator.backtest.replay import DEFAULT_CHUNK, HORIZON
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.params import RuleParams
 from evaluator.store.db import Database
-from evaluator.store.features import feature_rows, row_to_features
+from evaluator.store.features import feature_rows, row_quick_test, row_to_features
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 
@@ -48,17 +48,9 @@ class Entry:
 
 
 def entry(row: Any, k: int) -> Entry:
-    """The quick test's inputs, read off a :func:`feature_rows` row (its layout: at, node,
-    index, UUID, t0, baseline samples, C(t0 - i g) for i in 0..k, C(t0 - B), then the
-    uncorrectable count, remap failure, pending remaps now and before, retired pages now and
-    before): the threshold-free part of :func:`evaluator.rules.signals.could_fire` and the
-    increase it compares with ``min_increase``, its only threshold."""
-    c0, c1 = row[6], row[7]
-    unc, fail, pend, pend_before, ret, ret_before = row[7 + k + 1:7 + k + 7]
-    always = (unc or 0) > 0 or (fail or 0) > 0 or any(
-        now is not None and before is not None and now > before and now > 0
-        for now, before in ((pend, pend_before), (ret, ret_before)))
-    increase = None if c0 is None or c1 is None else int(c0) - int(c1)
+    """The quick test's inputs, read off a :func:`feature_rows` row
+    (:func:`evaluator.store.features.row_quick_test`)."""
+    always, increase = row_quick_test(row, k)
     return Entry((str(row[1]), int(row[2])), from_naive_utc(row[4]), always, increase, row)
 
 

@@ -89,20 +89,34 @@ GROUP BY {SERIES}, day"""
 
 def period_segments(nodes: str = "", cards: str = "") -> str:
     """Segments of every series of $source in the period [$since, $until]: the sealed days
-    inside it ([$dlo, $dhi)), and the raw rows of the rest ([$since, $dlo) and [$dhi, $until])
-    per day. ``nodes``: an optional node filter; ``cards``: an optional EXISTS test of the
-    series (alias g) in a relation ``cand`` (node_id, gpu_index, gpu_uuid), applied before the
-    raw rows' window pass."""
+    inside it ([$dlo, $dhi), :func:`period_days`), and the raw rows of the rest ([$since, $dlo)
+    and [$dhi, $until]) per day (:func:`period_raw`). ``nodes``: an optional node filter;
+    ``cards``: an optional EXISTS test of the series (alias g) in a relation ``cand`` (node_id,
+    gpu_index, gpu_uuid), applied before the raw rows' window pass."""
+    return f"{period_days(nodes, cards)}\n    UNION ALL{period_raw(nodes, cards)}"
+
+
+def period_days(nodes: str = "", cards: str = "") -> str:
+    """The sealed days of :func:`period_segments`."""
     return f"""
     SELECT {SERIES}, {FIELD_LIST} FROM {DAYS} g
-    WHERE source = $source AND day >= $dlo AND day < $dhi{nodes}{cards}
-    UNION ALL
+    WHERE source = $source AND day >= $dlo AND day < $dhi{nodes}{cards}"""
+
+
+def period_raw(nodes: str = "", cards: str = "") -> str:
+    """The raw rows of :func:`period_segments`, one segment per series and day. Their
+    increase fields take a window pass over the rows; a reader that needs none of them (and
+    ``cards`` restricts the rows before it) does not pay for it: both engines drop the unused
+    window."""
+    return f"""
     SELECT {SERIES}, {AGGREGATE} FROM (
         SELECT g.*, {_DAY_PREV} AS prev
         FROM gpu_health_samples g
         WHERE source = $source AND sampled_at >= $since AND sampled_at <= $until
           AND NOT (sampled_at >= $dlo AND sampled_at < $dhi){nodes}{cards}) AS r
     GROUP BY {SERIES}, date_trunc('day', sampled_at)"""
+
+
 CAND: Final = (" AND EXISTS (SELECT 1 FROM cand c WHERE c.node_id = g.node_id"
                " AND c.gpu_index = g.gpu_index AND c.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid)")
 

@@ -1,4 +1,5 @@
-"""The shared replay's quick test, read off raw feature rows, is exactly
+"""The quick test read off raw feature rows (the shared replay's entries, the live tick's
+:func:`evaluator.store.features.row_could_fire`) is exactly
 :func:`evaluator.rules.signals.could_fire`, and the rows become the same features."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from evaluator.backtest.feature_cache import entry
 from evaluator.rules.model import CardFeatures
 from evaluator.rules.signals import could_fire
-from evaluator.store.features import row_to_features
+from evaluator.store.features import row_could_fire, row_to_features
 from gpu_health.clock import to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from tests.evaluator.rules_support import PARAMS, features
@@ -42,5 +43,5 @@ def test_entry_is_could_fire(k: int, values: list[int | None], min_increase: int
     assert row_to_features(row, SOURCE_REAL, params) == f
     e = entry(row, k)
     quick = e.always or (e.increase is not None and e.increase >= min_increase)
-    assert quick == could_fire(f, params)
+    assert quick == could_fire(f, params) == row_could_fire(row, params)
     assert e.card == (f.node_id, f.gpu_index) and e.t0 == f.t0

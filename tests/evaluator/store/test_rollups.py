@@ -98,7 +98,9 @@ def _answers(db: Database, now: datetime) -> dict[str, Any]:
     out: dict[str, Any] = {
         "observe": observe_pending(db, now),
         "stats": [raw_stats(db, since=s, until=now, source=src, nodes=nodes, fault_xids=(48,))
-                  for s in (since, at(0), at(2)) for src in ("real", "simulated")
+                  # the last: a period starting after the watermark (hourly: raw rows before it)
+                  for s in (since, at(0), at(2), now - timedelta(minutes=8))
+                  for src in ("real", "simulated")
                   for nodes in (None, frozenset({"n2"}))],
         "features": card_features(db, [now, now - timedelta(hours=30)], "real",
                                   params(baseline_days=2, growth_window_hours=6)),

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from evaluator.backtest.pipeline import replay_all
+from evaluator.store import rollups
 from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.sample_facts import sample_facts
+from evaluator.store.sample_facts import base_params, first_evidence, sample_facts
 from evaluator.store.stats import raw_stats
 from gpu_health.contract import SOURCE_REAL
+from tests.conftest import NewDb
 from tests.evaluator.backtest_support import mixed_fleet, v1
 from tests.evaluator.rules_support import at
 
@@ -38,3 +40,30 @@ def test_shared_facts_give_the_same_statistics(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="another period"):
         raw_stats(db, since=at(0), until=at(38), source=SOURCE_REAL, nodes=None, facts=facts)
     db.close()
+
+
+def test_one_pass_evidence_equals_the_evidence_statement(new_db: NewDb) -> None:
+    """The first evidence the one pass gives every card of the period (the period's segments,
+    the sealed days before it, the raw rows before ``since``) equals :func:`first_evidence`,
+    which reads the card's whole history up to ``until`` as one period; its cards and first
+    fault events are those of the period alone."""
+    db = new_db("pass")
+    mixed_fleet(db, every_minutes=60)
+    db.seal_every = timedelta(hours=1)
+    rollups.seal(db, at(20) + timedelta(hours=5))  # sealed up to 05:00 of day 20
+    periods = [(at(-8), at(38)), (at(2), at(2.3)), (at(19.5), at(25)),  # since: sealed
+               (at(20) + timedelta(hours=6), at(26))]  # since after the watermark
+    seen = 0
+    for since, until in periods:
+        for xids in ((), (48, 63)):
+            facts = sample_facts(db, since=since, until=until, source=SOURCE_REAL, nodes=None,
+                                 fault_xids=xids)
+            cards = {(c[0], c[1], c[2]) for c in facts.cards}
+            assert facts.evidence_of == cards
+            expected = first_evidence(db, base_params(since, until, SOURCE_REAL, None), cards,
+                                      xids)
+            assert facts.evidence == expected
+            seen += len(expected)
+            assert all(since <= e[3] <= until for e in facts.events)
+            assert [e[3] for e in facts.events] == sorted(e[3] for e in facts.events)
+    assert seen > 0  # the fleet's faulty cards have evidence
