@@ -24,7 +24,7 @@ with ``rule_version`` set, so each replayed version counts only its own predicti
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from evaluator.model import STATUSES
@@ -56,6 +56,16 @@ DISCLAIMER: Final = (
 )
 
 
+def default_since(now: datetime, retention_days: int) -> datetime:
+    """The default period's start: the first UTC midnight at or after ``now`` minus the
+    retention. The statistics read whole sealed days from their rollups; a start inside a day
+    made them aggregate that day's raw rows from it to midnight (16,384 cards: 0.15 s with a
+    start at midnight, 0.35 s at 00:30, issue 33). A ``since`` the caller gives is kept as is."""
+    start = (now - timedelta(days=retention_days)).astimezone(UTC)
+    floor = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    return min(now, floor if floor == start else floor + timedelta(days=1))
+
+
 def prediction_stats(
     db: Database,
     *,
@@ -75,7 +85,7 @@ def prediction_stats(
     if source not in SOURCES:
         raise GpuHealthError(f"unknown source {source!r} (one of {', '.join(SOURCES)})",
                              reason="bad_source")
-    start = since if since is not None else now - timedelta(days=retention_days)
+    start = since if since is not None else default_since(now, retention_days)
     fault_xids = ruleset.params.fault_xids if ruleset else ()
     raw = raw_stats(db, since=start, until=now, source=source, nodes=nodes,
                     fault_xids=fault_xids, rule_version=rule_version)

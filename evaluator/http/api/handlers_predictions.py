@@ -7,7 +7,7 @@ the caller may see, so tenant-scoped tokens get statistics over their own nodes 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Final
 
 from evaluator.http.api.auth import Principal, node_not_found
@@ -63,7 +63,7 @@ async def predictions(ctx: ApiContext, principal: Principal, query: Query) -> di
 
 async def prediction_stats(ctx: ApiContext, principal: Principal, query: Query) -> dict[str, Any]:
     now, source = ctx.clock(), query.source()
-    since = query.time("since") or now - timedelta(days=ctx.retention_days)
+    since = query.time("since") or stats.default_since(now, ctx.retention_days)
     if since > now:
         raise ApiError(400, "since: is in the future", param="since")
     tenants = principal.tenant_list

@@ -53,7 +53,8 @@ async def test_insufficient_data_gives_null_ratios_and_a_note(db: Database) -> N
     assert [w["window_days"] for w in body["windows"]] == [7, 30]
     assert body["disclaimer"] and body["source"] == "real"
     assert body["until"] == "2026-01-10T12:00:00Z"
-    assert body["since"] == "2025-07-14T12:00:00Z"  # now - 180 days of retention
+    # the first midnight at or after now - 180 days of retention (whole sealed days)
+    assert body["since"] == "2025-07-15T00:00:00Z"
     week = _window(body, 7)
     assert week["predictions"] == {"pending": 1, "hit": 1, "miss": 1, "voided": 1}
     assert week["matured"] == 2 and not week["sufficient"]

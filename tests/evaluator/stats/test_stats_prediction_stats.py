@@ -12,12 +12,12 @@ recall 2 / 5 = 0.4; F1 0.48. Monitorable: 7 cards (an all-unknown card is not), 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
-from evaluator.stats.document import DISCLAIMER, prediction_stats
+from evaluator.stats.document import DISCLAIMER, default_since, prediction_stats
 from evaluator.store import Database
 from gpu_health.errors import GpuHealthError
 from tests.conftest import NewDb
@@ -254,3 +254,14 @@ def test_since_defaults_to_the_retention_period(db: Database) -> None:
 def test_unknown_source_is_refused(db: Database) -> None:
     with pytest.raises(GpuHealthError, match="unknown source"):
         prediction_stats(db, now=NOW, source="all")
+
+
+def test_the_default_period_starts_at_a_midnight_inside_the_retention() -> None:
+    """Whole sealed days (issue 33): the first UTC midnight at or after now - retention, never
+    after now; a caller's since is not rounded (prediction_stats keeps it)."""
+    now = datetime(2026, 1, 10, 12, 30, tzinfo=UTC)
+    assert default_since(now, 180) == datetime(2025, 7, 15, tzinfo=UTC)
+    assert default_since(now.replace(hour=0, minute=0), 2) == datetime(2026, 1, 8, tzinfo=UTC)
+    east = now.astimezone(timezone(timedelta(hours=8)))  # the same instant, another offset
+    assert default_since(east, 180) == datetime(2025, 7, 15, tzinfo=UTC)
+    assert default_since(now, 0) == now
