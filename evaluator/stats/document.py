@@ -31,6 +31,7 @@ from evaluator.model import STATUSES
 from evaluator.rules.faults import fault_events
 from evaluator.stats.intervals import ci95
 from evaluator.store.db import Database
+from evaluator.store.rollups import day_floor
 from evaluator.store.stats import Fault, RawStats, raw_stats
 from gpu_health.clock import rfc3339
 from gpu_health.contract import SOURCES
@@ -62,7 +63,7 @@ def default_since(now: datetime, retention_days: int) -> datetime:
     made them aggregate that day's raw rows from it to midnight (16,384 cards: 0.15 s with a
     start at midnight, 0.35 s at 00:30, issue 33). A ``since`` the caller gives is kept as is."""
     start = (now - timedelta(days=retention_days)).astimezone(UTC)
-    floor = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    floor = day_floor(start)
     return min(now, floor if floor == start else floor + timedelta(days=1))
 
 

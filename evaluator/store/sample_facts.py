@@ -78,7 +78,7 @@ class SampleFacts:
     cards: tuple[tuple[Any, ...], ...]  # see :func:`period_cards`
     events: tuple[Event, ...]  # first fault event per monitorable card, in time order
     evidence: dict[Card, datetime]  # first evidence of the cards in ``evidence_of``
-    evidence_of: frozenset[Card]
+    evidence_of: frozenset[Card]  # the period's cards and the caller's ``evidence_of``
 
     @property
     def monitorable(self) -> list[tuple[Any, ...]]:
@@ -111,12 +111,12 @@ def sample_facts(db: Database, *, since: datetime, until: datetime, source: str,
                        evidence, frozenset(period | others))
 
 
-# {segments}: the candidates' period segments; {xids}: their XID evidence, or nothing.
+# {segments}: the candidates' period segments; {xid_cte}, {xids}: their XID events, or nothing.
 _EVIDENCE = """
 WITH cand AS (
     SELECT unnest($c_nodes::VARCHAR[]) AS node_id, unnest($c_idx::INTEGER[]) AS gpu_index,
            unnest($c_uuid::VARCHAR[]) AS gpu_uuid
-),
+){xid_cte},
 ev AS (
     SELECT node_id, gpu_index, gpu_uuid, min(pos_at) AS seen_at
     FROM ({segments}) AS s
@@ -125,17 +125,12 @@ ev AS (
 )
 SELECT node_id, gpu_index, gpu_uuid, min(seen_at) FROM ev GROUP BY node_id, gpu_index, gpu_uuid
 """
-_EVIDENCE_XIDS = f"""
+_EVIDENCE_XIDS: Final = """
     UNION ALL
-    SELECT node_id, gpu_index, gpu_uuid, min(sampled_at)
-    FROM (SELECT x.node_id, x.gpu_index, x.gpu_uuid, x.sampled_at, x.count, {XID_PREV} AS prev
-          FROM {XID_TABLE} x
-          WHERE x.source = $source AND x.sampled_at <= $until
-            AND x.xid IN (SELECT unnest($xids::INTEGER[])) AND EXISTS (
-                SELECT 1 FROM cand c WHERE c.node_id = x.node_id AND c.gpu_index = x.gpu_index
-                                       AND c.gpu_uuid IS NOT DISTINCT FROM x.gpu_uuid)) AS xs
-    WHERE {XID_EVENT}
+    SELECT node_id, gpu_index, gpu_uuid, min(sampled_at) FROM xall
     GROUP BY node_id, gpu_index, gpu_uuid"""
+_CAND_X: Final = (" AND EXISTS (SELECT 1 FROM cand c WHERE c.node_id = x.node_id"
+                  " AND c.gpu_index = x.gpu_index AND c.gpu_uuid IS NOT DISTINCT FROM x.gpu_uuid)")
 
 
 def first_evidence(db: Database, params: dict[str, Any], cards: set[Card],
@@ -152,6 +147,7 @@ def first_evidence(db: Database, params: dict[str, Any], cards: set[Card],
     if fault_xids:
         query["xids"] = list(fault_xids)
     sql = compose(_EVIDENCE, segments=period_segments(cards=CAND),
+                  xid_cte=_xid_cte(_CAND_X) if fault_xids else "",
                   xids=_EVIDENCE_XIDS if fault_xids else "")
     query = period_params(db, query)
     return {(str(n), int(i), None if u is None else str(u)): from_naive_utc(at)
@@ -216,9 +212,10 @@ _NOTHING: Final = ("NULL::BOOLEAN, NULL::TIMESTAMP, NULL::TIMESTAMP, NULL::BIGIN
                    "NULL::BIGINT")
 
 
-def _xid_cte(nodes: str) -> str:
-    """Every memory-XID fault event of the definition up to ``$until`` (``nodes``: an optional
-    node filter on x); the events in the period are fault events, all of them evidence."""
+def _xid_cte(where: str) -> str:
+    """Every memory-XID fault event of the definition up to ``$until`` (``where``: an optional
+    condition on the XID rows x: nodes, cards); those in the period are fault events, all of
+    them evidence."""
     return f""",
 xall AS (
     SELECT node_id, gpu_index, gpu_uuid, sampled_at
@@ -226,7 +223,7 @@ xall AS (
                  {XID_PREV} AS prev
           FROM {XID_TABLE} x
           WHERE x.source = $source AND x.sampled_at <= $until
-            AND x.xid IN (SELECT unnest($xids::INTEGER[])){nodes}) AS xs
+            AND x.xid IN (SELECT unnest($xids::INTEGER[])){where}) AS xs
     WHERE {XID_EVENT}
 )"""
 
