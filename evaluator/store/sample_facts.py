@@ -28,7 +28,7 @@ the period's segments once (:func:`period_facts`):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -98,17 +98,21 @@ def sample_facts(db: Database, *, since: datetime, until: datetime, source: str,
     card a prediction was made for)."""
     params = base_params(since, until, source, nodes)
     rows = period_facts(db, params, nodes, fault_xids)
-    cards = tuple(tuple(r[:8]) for r in rows)
-    events = sorted(((str(r[0]), int(r[1]), None if r[2] is None else str(r[2]),
-                      from_naive_utc(r[8])) for r in rows if r[3] and r[8] is not None),
+    keyed = [(_card(r), r) for r in rows]
+    events = sorted(((*card, from_naive_utc(r[8])) for card, r in keyed
+                     if r[3] and r[8] is not None),
                     key=lambda e: (e[3], e[0], e[1], e[2] or ""))
-    evidence = {(str(r[0]), int(r[1]), None if r[2] is None else str(r[2])):
-                from_naive_utc(r[9]) for r in rows if r[9] is not None}
-    period = {(str(r[0]), int(r[1]), None if r[2] is None else str(r[2])) for r in rows}
+    evidence = {card: from_naive_utc(r[9]) for card, r in keyed if r[9] is not None}
+    period = {card for card, _ in keyed}
     others = set(evidence_of) - period
     evidence |= first_evidence(db, params, others, fault_xids)
-    return SampleFacts(since, until, source, nodes, fault_xids, cards, tuple(events),
-                       evidence, frozenset(period | others))
+    return SampleFacts(since, until, source, nodes, fault_xids, tuple(tuple(r[:8]) for r in rows),
+                       tuple(events), evidence, frozenset(period | others))
+
+
+def _card(row: Sequence[Any]) -> Card:
+    """A row's leading (node, index, UUID) as a card key."""
+    return str(row[0]), int(row[1]), None if row[2] is None else str(row[2])
 
 
 # {segments}: the candidates' period segments; {xid_cte}, {xids}: their XID events, or nothing.
@@ -150,8 +154,7 @@ def first_evidence(db: Database, params: dict[str, Any], cards: set[Card],
                   xid_cte=_xid_cte(_CAND_X) if fault_xids else "",
                   xids=_EVIDENCE_XIDS if fault_xids else "")
     query = period_params(db, query)
-    return {(str(n), int(i), None if u is None else str(u)): from_naive_utc(at)
-            for n, i, u, at in db.fetchall(sql, query)}
+    return {_card(row): from_naive_utc(row[3]) for row in db.fetchall(sql, query)}
 
 
 def period_params(db: Database, params: dict[str, Any]) -> dict[str, Any]:
