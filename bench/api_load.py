@@ -1,4 +1,4 @@
-"""Benchmark: the ingest cycle with and without 200 concurrent API clients (issue 27).
+"""Benchmark: the ingest cycle with and without 200 concurrent API clients.
 
 One process is the evaluator as it runs in production: one event loop, one store and its
 thread pool, the production ``IngestPipeline`` scraping a stand-in fleet (bench/ingest.py's
@@ -40,19 +40,19 @@ from prometheus_client import CollectorRegistry
 
 from bench.api import _generate
 from bench.ingest import serve
-from evaluator.config.api import ApiLimits
-from evaluator.config.targets import Target
-from evaluator.http.access import new_application
-from evaluator.http.api.context import ApiContext
-from evaluator.http.api.gate import ApiGate
-from evaluator.http.api.routes import add_api_routes
-from evaluator.http.errors import RequestMetrics
-from evaluator.ingest.cycle import Ingestor
-from evaluator.ingest.dedup import DedupCache
-from evaluator.ingest.pipeline import IngestPipeline
-from evaluator.ingest.scrape import Scraper
-from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.clock import system_clock
+from gpu_health.evaluator.config.api import ApiLimits
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.http.access import new_application
+from gpu_health.evaluator.http.api.context import ApiContext
+from gpu_health.evaluator.http.api.gate import ApiGate
+from gpu_health.evaluator.http.api.routes import add_api_routes
+from gpu_health.evaluator.http.errors import RequestMetrics
+from gpu_health.evaluator.ingest.cycle import Ingestor
+from gpu_health.evaluator.ingest.dedup import DedupCache
+from gpu_health.evaluator.ingest.pipeline import IngestPipeline
+from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 
 CLIENTS = 200
 PATHS = ("/api/v1/gpu-health/capabilities",

@@ -9,8 +9,8 @@ Two runs, both timed from the input to the printed report:
    events come from a seeded generator (most cards quiet, some with sporadic correctable errors,
    some degrading quadratically with or without a later uncorrectable error, some failing
    without warning, a few one-off bursts); the events become counter histories with the same
-   code as an events file (:func:`evaluator.backtest.events.history`) and rows through the same
-   closed form of the write rule, 288 rows per card and day (change-only plus 5-minute
+   code as an events file (:func:`gpu_health.evaluator.backtest.events.history`) and rows through
+   the same closed form of the write rule, 288 rows per card and day (change-only plus 5-minute
    keep-alive rows: about 106 M rows). Then the same replay and report as the command.
 
     python -m bench.backtest            # both
@@ -28,13 +28,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from evaluator.backtest.events import CardHistory, Kind
-from evaluator.backtest.history import write_histories
-from evaluator.backtest.pipeline import replay_all
-from evaluator.backtest.report import build_report, render_text
-from evaluator.backtest.rulesets import variants
-from evaluator.main import main as evaluator_main
-from evaluator.store.backtest import open_backtest, start_run
+from gpu_health.evaluator.backtest.events import CardHistory, Kind
+from gpu_health.evaluator.backtest.history import write_histories
+from gpu_health.evaluator.backtest.pipeline import replay_all
+from gpu_health.evaluator.backtest.report import build_report, render_text
+from gpu_health.evaluator.backtest.rulesets import variants
+from gpu_health.evaluator.main import main as evaluator_main
+from gpu_health.evaluator.store.backtest import open_backtest, start_run
 from tests.evaluator.calibrate_support import fleet_histories
 from tests.shared import REPO, SHARED
 

@@ -7,8 +7,8 @@ Two runs, each timed end to end through the command (replays, both parts' statis
    faults, noisy cards with bursts, sudden faults; readings every minute, the live write rule's
    rows: about 8.7 M), read with ``--db`` (target < 5 minutes). Beside it, measured in the same
    run on a copy of the same file, the reference: a full tick-by-tick replay
-   (:func:`evaluator.backtest.replay.replay`) of the base version alone, so the printed ratio
-   says what the shared replay saves per candidate whatever the machine's speed today;
+   (:func:`gpu_health.evaluator.backtest.replay.replay`) of the base version alone, so the printed
+   ratio says what the shared replay saves per candidate whatever the machine's speed today;
 2. the public Calchas HBM dataset (../shared/datasets/calchas/hbm-errors.csv) through
    ``--events --preset calchas`` (target < 2 minutes).
 
@@ -31,10 +31,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from evaluator.backtest.pipeline import replay_all
-from evaluator.config.rules import load_ruleset
-from evaluator.main import main as evaluator_main
-from evaluator.store.backtest import open_backtest
+from gpu_health.evaluator.backtest.pipeline import replay_all
+from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.main import main as evaluator_main
+from gpu_health.evaluator.store.backtest import open_backtest
 from tests.evaluator.calibrate_support import START, precursor_fleet, write_fleet
 from tests.shared import REPO, SHARED
 

@@ -4,7 +4,7 @@ The snapshot loop runs ``compute_snapshot`` (7/30-day statistics, capability mat
 predictions) on a database thread every min(60 s, scan interval); a /metrics scrape only renders
 the last snapshot. This measures both on the store of ``bench.rules`` (4,096 cards x 37 days of
 5-minute samples, ~43.6 M rows, 400 planted pending predictions), and the alert loop's store
-pass (``evaluator.alerts.loop.sync``, every 5 s) with one open alert per node that has a
+pass (``gpu_health.evaluator.alerts.loop.sync``, every 5 s) with one open alert per node that has a
 pending prediction.
 
 Targets: snapshot < 6 s (the refresh stays at every 60 s: ``PredictionState`` waits 10 x a
@@ -24,10 +24,10 @@ from datetime import timedelta
 from prometheus_client import CollectorRegistry, generate_latest
 
 from bench.rules import END, plant_predictions, run_on_fleet
-from evaluator.alerts.loop import sync
-from evaluator.config.rules import load_ruleset
-from evaluator.stats.snapshot import PredictionStateCollector, compute_snapshot
-from evaluator.store import Database
+from gpu_health.evaluator.alerts.loop import sync
+from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.stats.snapshot import PredictionStateCollector, compute_snapshot
+from gpu_health.evaluator.store import Database
 
 
 def _best(runs: int, fn: object) -> tuple[float, object]:

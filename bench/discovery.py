@@ -1,7 +1,7 @@
 """Benchmark: /healthz while an http_sd answer of 20,000 targets is fetched, merged and scraped
-(issue 27: with 50,000 targets /healthz took 15 s twice a minute).
+(with 50,000 targets /healthz took 15 s twice a minute).
 
-A real evaluator process (``evaluator.main --config``) runs twice in one run:
+A real evaluator process (``gpu_health.evaluator.main --config``) runs twice in one run:
 - reference: one static target, nothing to discover;
 - http_sd: one ``http_sd_configs`` entry answering ``--targets`` (20,000, the default
   ``scrape.target_limit``) loopback addresses on a closed port, refreshed every 5 s, so the
@@ -38,7 +38,7 @@ from aiohttp import web
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE_TIMEOUT_S = 1.0
-MAIN = "from evaluator.main import main; raise SystemExit(main())"
+MAIN = "from gpu_health.evaluator.main import main; raise SystemExit(main())"
 
 
 def sd_server(port_queue: Queue[int], targets: int) -> None:

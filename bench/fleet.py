@@ -1,6 +1,6 @@
 """``python -m bench.scale --cards N [N ...] --days D``: fleets measured, not extrapolated.
 
-Issue 33. Each fleet (5-minute rows of ``bench.rules``' profiles, generated inside DuckDB;
+Each fleet (5-minute rows of ``bench.rules``' profiles, generated inside DuckDB;
 their 37-day story played in the fleet's days, so an 8-day fleet has its degrading cards,
 faults and XID events too) is built and sealed as the live worker keeps it, then two FRESH
 processes open the file:
@@ -29,7 +29,7 @@ import duckdb
 from gpu_health.clock import to_naive_utc
 
 STORY_DAYS: Final = 37  # bench.rules' profiles: onsets up to day 32, faults from day 25
-# Targets of issue 33.
+# The targets this bench checks.
 TICK_RATIO: Final = 3.0  # project / reference, at 16,384 cards and up
 STATS_RATIO: Final = 2.0
 RATIO_FROM: Final = 16_384

@@ -1,4 +1,4 @@
-"""Benchmark: several evaluators on one PostgreSQL (issue 13): ingest shared by two replicas,
+"""Benchmark: several evaluators on one PostgreSQL: ingest shared by two replicas,
 and the failover time.
 
 1. Ingest: the stand-in fleet of ``bench.ingest`` (2,000 targets x 8 GPUs, one aiohttp process)
@@ -34,16 +34,16 @@ import yaml
 from aiohttp import ClientSession
 
 from bench.ingest import serve
-from evaluator.cluster.assign import mine
-from evaluator.config.targets import Target
-from evaluator.ingest.cycle import Ingestor
-from evaluator.ingest.dedup import DedupCache
-from evaluator.ingest.pipeline import IngestPipeline
-from evaluator.ingest.scrape import Scraper
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.engines.postgres import PostgresDatabase
 from gpu_health.clock import system_clock
+from gpu_health.evaluator.cluster.assign import mine
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.cycle import Ingestor
+from gpu_health.evaluator.ingest.dedup import DedupCache
+from gpu_health.evaluator.ingest.pipeline import IngestPipeline
+from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
 from tests.postgres import PASSWORD, PostgresServer, postgres_server
 
 REPO = Path(__file__).resolve().parents[1]

@@ -31,17 +31,17 @@ from pathlib import Path
 from aiohttp import ClientSession, web
 from prometheus_client.parser import text_string_to_metric_families
 
-from evaluator.config.targets import Target
-from evaluator.ingest.cards import parse_cards
-from evaluator.ingest.cycle import CycleReport, Ingestor
-from evaluator.ingest.dedup import DEFAULT_MAX_ENTRIES, DedupCache
-from evaluator.ingest.pipeline import IngestPipeline
-from evaluator.ingest.retention import Retention
-from evaluator.ingest.scrape import Scraper, ScrapeResult
-from evaluator.store.db import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.clock import system_clock
 from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, METRIC_TYPES
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.cards import parse_cards
+from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
+from gpu_health.evaluator.ingest.dedup import DEFAULT_MAX_ENTRIES, DedupCache
+from gpu_health.evaluator.ingest.pipeline import IngestPipeline
+from gpu_health.evaluator.ingest.retention import Retention
+from gpu_health.evaluator.ingest.scrape import Scraper, ScrapeResult
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 
 # What prometheus_client's default collectors and the exporter's self-metrics add per target.
 _EXTRA = "".join(

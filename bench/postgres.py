@@ -1,4 +1,4 @@
-"""Benchmark: the PostgreSQL store beside DuckDB on the same data (issue 13).
+"""Benchmark: the PostgreSQL store beside DuckDB on the same data.
 
 For each fleet (4,096 and 16,384 cards x 37 days of 5-minute rows, ``bench.rules``'s profiles,
 400 planted pending predictions, XID rows), the fleet is generated and summarised in DuckDB (not
@@ -40,13 +40,13 @@ from functools import partial
 from pathlib import Path
 
 from bench.rules import END, generate, plant_predictions, summarise
-from evaluator.config.rules import load_ruleset
-from evaluator.stats.document import prediction_stats
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.engines.postgres import PostgresDatabase
-from evaluator.store.rollups import GRACE, day_floor, seal
-from evaluator.worker import Worker
+from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.stats.document import prediction_stats
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
+from gpu_health.evaluator.store.rollups import GRACE, day_floor, seal
+from gpu_health.evaluator.worker import Worker
 from tests.postgres import postgres_server
 
 NOW = END - timedelta(minutes=1)  # as bench.scale

@@ -10,8 +10,8 @@
 2. **History**: N cards x D days of dcgm-exporter history at 60 s in a real VictoriaMetrics
    (loaded through its import API; 90 % of the cards quiet, 9 % with an error every two days,
    1 % degrading), imported and replayed as on first start
-   (:class:`evaluator.backtest.bootstrap.HistoryBootstrap`). Target: 30 days x 4,096 cards in
-   < 5 min; the size measured here is printed with its extrapolation (linear in points).
+   (:class:`gpu_health.evaluator.backtest.bootstrap.HistoryBootstrap`). Target: 30 days x 4,096
+   cards in < 5 min; the size measured here is printed with its extrapolation (linear in points).
 
     python -m bench.prometheus_source            # 10,000 cards live; 4,096 cards x 2 days
     python -m bench.prometheus_source --quick    # 1,000 cards live; 256 cards x 2 days
@@ -34,8 +34,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from evaluator.compose import Service, build_service
-from evaluator.config.file import parse_config
+from gpu_health.evaluator.compose import Service, build_service
+from gpu_health.evaluator.config.file import parse_config
 from tests.e2e.stack import Procs, free_port, wait_for
 
 STEP = timedelta(minutes=1)

@@ -13,7 +13,7 @@ memory XIDs on the failing degrading cards and on some otherwise healthy cards (
 exporter restart), and daily XID 13 noise on a tenth of the cards. The rule set is the default
 (v2-ecc-xid), so backfill and recall both scan the XID events.
 
-Targets (issue 4): tick < 10 s, prediction-stats < 2 s. Generation and the one-off summary are not
+Targets: tick < 10 s, prediction-stats < 2 s. Generation and the one-off summary are not
 timed (printed).
 
     python -m bench.rules            # full run (~43 M rows; needs a few GB of disk and RAM)
@@ -31,14 +31,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from evaluator.config.rules import load_ruleset
-from evaluator.stats.document import prediction_stats
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.rollups import seal
-from evaluator.store.window_edges import refresh_edges
-from evaluator.worker import Worker
 from gpu_health.clock import to_naive_utc
+from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.stats.document import prediction_stats
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.rollups import seal
+from gpu_health.evaluator.store.window_edges import refresh_edges
+from gpu_health.evaluator.worker import Worker
 
 STEP_S = 300
 END = datetime(2026, 3, 1, tzinfo=UTC)
@@ -150,7 +150,7 @@ def plant_predictions(db: Database, version: str, cards: int, now: datetime,
 
 def summarise(db: Database, now: datetime) -> tuple[float, float]:
     """Seal every complete day and summarise the pending windows' edges, as the first tick
-    after the upgrade does once (issue 14's migration); returns the two durations."""
+    after the upgrade does once (the migration); returns the two durations."""
     started = time.perf_counter()
     seal(db, now)
     sealed_s = time.perf_counter() - started

@@ -1,6 +1,6 @@
 """Benchmark: how storage, the tick and the statistics grow with the fleet and the retention.
 
-Issue 14 ("100,000 GPUs on one evaluator"). For 1,024 / 4,096 / 16,384 cards x 37 days and
+"100,000 GPUs on one evaluator". For 1,024 / 4,096 / 16,384 cards x 37 days and
 4,096 cards x 180 days, the fleet of ``bench.rules`` (5-minute rows, 288 per card and day, the
 keep-alive upper bound; pending predictions planted; XID rows) is generated and summarised as
 an upgraded store's first tick would (not timed). Then, per fleet:
@@ -36,14 +36,14 @@ from pathlib import Path
 
 from bench import fleet
 from bench.rules import END, generate, plant_predictions, summarise
-from evaluator.config.rules import load_ruleset
-from evaluator.config.values import parse_size
-from evaluator.stats.document import prediction_stats
-from evaluator.store.api_queries import capabilities
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.rollups import seal
-from evaluator.store.window_edges import refresh_edges
-from evaluator.worker import Worker
+from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.config.values import parse_size
+from gpu_health.evaluator.stats.document import prediction_stats
+from gpu_health.evaluator.store.api_queries import capabilities
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.rollups import seal
+from gpu_health.evaluator.store.window_edges import refresh_edges
+from gpu_health.evaluator.worker import Worker
 
 NOW = END - timedelta(minutes=1)
 FULL = ((1024, 37), (4096, 37), (16384, 37), (4096, 180))

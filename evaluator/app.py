@@ -1,6 +1,6 @@
 """The process host: background loops, readiness and the HTTP server. It wires nothing.
 
-``evaluator.compose`` builds every part and hands the host what to run:
+``gpu_health.evaluator.compose`` builds every part and hands the host what to run:
 
 - ``add_loop(name, interval_s, tick)``: ``tick`` (an async callable) runs every ``interval_s``
   on a fixed grid under the single catch-all of every loop tick, which logs and counts
@@ -33,16 +33,16 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from evaluator.config.api import ApiLimits
-from evaluator.http.access import new_application, open_mode, unruled_routes
-from evaluator.http.api.auth import TokenSet
-from evaluator.http.errors import RequestMetrics
-from evaluator.http.index import add_index_route
-from evaluator.http.ops import add_ops_routes
-from evaluator.http.throttle import FailureThrottle
-from evaluator.http.ui import add_ui_routes
-from evaluator.selfmetrics import SelfMetrics
 from gpu_health.errors import GpuHealthError
+from gpu_health.evaluator.config.api import ApiLimits
+from gpu_health.evaluator.http.access import new_application, open_mode, unruled_routes
+from gpu_health.evaluator.http.api.auth import TokenSet
+from gpu_health.evaluator.http.errors import RequestMetrics
+from gpu_health.evaluator.http.index import add_index_route
+from gpu_health.evaluator.http.ops import add_ops_routes
+from gpu_health.evaluator.http.throttle import FailureThrottle
+from gpu_health.evaluator.http.ui import add_ui_routes
+from gpu_health.evaluator.selfmetrics import SelfMetrics
 from gpu_health.webguard import WebGuard
 
 log = logging.getLogger(__name__)

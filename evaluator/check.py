@@ -30,7 +30,7 @@ from urllib.parse import urlencode
 
 import aiohttp
 
-from evaluator.outbound import ClientOptions, client_session
+from gpu_health.evaluator.outbound import ClientOptions, client_session
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 STATE_NAMES: Final = ("OK", "WARNING", "CRITICAL", "UNKNOWN")

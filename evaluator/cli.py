@@ -1,9 +1,10 @@
 """The evaluator's command line: the one module that declares arguments (argparse).
 
-``COMMANDS`` names every subcommand with its help line and its arguments; ``evaluator.main``
-maps the same names to what runs them (a test keeps the two tables equal). Validation of the
-parsed arguments into options lives with each command (``simulate/options.py``,
-``demo.py``, ``backtest/command.py``, ``calibrate/command.py``) and lists every problem at once.
+``COMMANDS`` names every subcommand with its help line and its arguments;
+``gpu_health.evaluator.main`` maps the same names to what runs them (a test keeps the two tables
+equal). Validation of the parsed arguments into options lives with each command
+(``simulate/options.py``, ``demo/__init__.py``, ``backtest/command.py``,
+``calibrate/command.py``) and lists every problem at once.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from evaluator.backtest.events import PRESETS
-from evaluator.check import DEFAULT_TIMEOUT_S, parse_timeout
-from evaluator.config.file import DEFAULT_STORAGE
-from evaluator.ingest.prometheus.metricsets import DEFAULT_MAX_POINTS, LIMIT_POINTS, METRIC_SETS
-from evaluator.simulate.profiles import PROFILES
 from gpu_health import __version__
+from gpu_health.evaluator.backtest.events import PRESETS
+from gpu_health.evaluator.check import DEFAULT_TIMEOUT_S, parse_timeout
+from gpu_health.evaluator.config.file import DEFAULT_STORAGE
+from gpu_health.evaluator.ingest.prometheus.metricsets import (
+    DEFAULT_MAX_POINTS,
+    LIMIT_POINTS,
+    METRIC_SETS,
+)
+from gpu_health.evaluator.simulate.profiles import PROFILES
 from gpu_health.logformat import FORMATS, LEVEL_NAMES, level_number
 
 RUN_HELP: Final = ("scrape, store change-only samples, predict, serve /metrics and the API "
@@ -72,7 +77,7 @@ def compact_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evaluator", required=True, metavar="URL",
-                   help="the evaluator's base URL, e.g. http://evaluator:9836")
+                   help="the evaluator's base URL, e.g. http://evaluator:10347")
     p.add_argument("--node", default=None,
                    help="the node to check, as the evaluator names it (default: this host's name)")
     p.add_argument("--token-file", type=Path, default=None,
@@ -89,10 +94,10 @@ def demo_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop after this many seconds (default: run until Ctrl-C)")
     parser.add_argument("--storage", type=Path, default=DEFAULT_STORAGE,
                         help=f"DuckDB file (default: {DEFAULT_STORAGE})")
-    parser.add_argument("--port", type=int, default=9836,
-                        help="evaluator port on 127.0.0.1 (9836; 0 picks a free one)")
-    parser.add_argument("--exporter-port", type=int, default=9835,
-                        help="exporter port on 127.0.0.1 (9835; 0 picks a free one)")
+    parser.add_argument("--port", type=int, default=10347,
+                        help="evaluator port on 127.0.0.1 (10347; 0 picks a free one)")
+    parser.add_argument("--exporter-port", type=int, default=10346,
+                        help="exporter port on 127.0.0.1 (10346; 0 picks a free one)")
 
 
 def backtest_arguments(p: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ API; ``simulate`` writes or purges simulated samples; ``tokens-hash`` prints the
 API token read from stdin (for the tokens file); ``backtest`` replays history; ``calibrate``
 finds a better rule version and proves it on data it was not tuned on; ``demo`` runs the
 whole product on one machine; ``compact`` rewrites a stopped evaluator's file to its live data.
-Arguments are declared in :mod:`evaluator.cli`; ``RUNNERS`` maps
+Arguments are declared in :mod:`gpu_health.evaluator.cli`; ``RUNNERS`` maps
 the same names to ``run(args, environ) -> exit code``. Nothing below ``main`` reads
 ``os.environ``: the mapping read here is passed down.
 Exit codes: 0 fine, 1 a runtime error (e.g. the database is locked), 2 bad config or arguments.
@@ -20,9 +20,9 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from evaluator.cli import parse_args
-from evaluator.config.file import Config, load_config
 from gpu_health.errors import ConfigError, GpuHealthError
+from gpu_health.evaluator.cli import parse_args
+from gpu_health.evaluator.config.file import Config, load_config
 from gpu_health.logformat import formatter, level_number
 from gpu_health.webguard import WebGuard
 
@@ -36,8 +36,8 @@ def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
 
 
 def cmd_run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from evaluator.compose import build_service
-    from evaluator.http.server import bind, serve
+    from gpu_health.evaluator.compose import build_service
+    from gpu_health.evaluator.http.server import bind, serve
 
     config = _config(args, environ)
     guard = None if args.web_config is None else WebGuard(args.web_config)  # bad: exit 2
@@ -60,8 +60,8 @@ def _duckdb_only(command: str, config: Config, explicit: object, why: str) -> No
 
 
 def cmd_simulate(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from evaluator.simulate.options import simulate_options
-    from evaluator.simulate.writer import run_simulation
+    from gpu_health.evaluator.simulate.options import simulate_options
+    from gpu_health.evaluator.simulate.writer import run_simulation
 
     config = _config(args, environ)
     _duckdb_only("simulate", config, args.storage, "pass --storage FILE to write a separate "
@@ -77,37 +77,37 @@ def cmd_simulate(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 def cmd_tokens_hash(_args: argparse.Namespace, _environ: Mapping[str, str]) -> int:
-    from evaluator.http.api.auth import tokens_hash_main
+    from gpu_health.evaluator.http.api.auth import tokens_hash_main
 
     return tokens_hash_main(sys.stdin, sys.stdout, sys.stderr)
 
 
 def cmd_backtest(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from evaluator.backtest.command import run
+    from gpu_health.evaluator.backtest.command import run
 
     return run(args, environ)
 
 
 def cmd_calibrate(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from evaluator.calibrate.command import run
+    from gpu_health.evaluator.calibrate.command import run
 
     return run(args, environ)
 
 
 def cmd_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from evaluator.demo import run_demo
+    from gpu_health.evaluator.demo import run_demo
 
     return run_demo(args, environ)
 
 
 def cmd_check(args: argparse.Namespace, _environ: Mapping[str, str]) -> int:
-    from evaluator.check import check_main
+    from gpu_health.evaluator.check import check_main
 
     return check_main(args, sys.stdout)
 
 
 def cmd_compact(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from evaluator.store.engines.duckdb_compact import compact
+    from gpu_health.evaluator.store.engines.duckdb_compact import compact
 
     config = _config(args, environ)
     _duckdb_only("compact", config, args.storage, "PostgreSQL gives space back with VACUUM "
@@ -157,3 +157,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         return NAGIOS_UNKNOWN if args.command == "check" else 1
     except KeyboardInterrupt:
         return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

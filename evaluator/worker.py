@@ -12,12 +12,12 @@ does not look at versions), never alerted, never in the default statistics. That
 calibrated version proves itself on live data before an operator makes it active.
 
 Overlapping instances are safe: prediction ids are deterministic and outcomes are
-compare-and-set (:mod:`evaluator.store.predictions`); with several evaluators only the leader
-runs the worker.
+compare-and-set (:mod:`gpu_health.evaluator.store.predictions`); with several evaluators only the
+leader runs the worker.
 
 ``tick`` is synchronous (it runs on a database thread). There is no loop here: the composition
-root hands ``tick`` to the process host (``evaluator.app``), whose one catch-all per loop tick
-logs and counts every failure into ``gpu_health_evaluator_loop_errors_total{loop="worker",
+root hands ``tick`` to the process host (``gpu_health.evaluator.app``), whose one catch-all per loop
+tick logs and counts every failure into ``gpu_health_evaluator_loop_errors_total{loop="worker",
 reason}`` and keeps going.
 """
 
@@ -31,17 +31,17 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from evaluator.rules.outcome import classify
-from evaluator.rules.ruleset import RuleSet
-from evaluator.rules.signals import decide
-from evaluator.store.backfill import observe_pending
-from evaluator.store.db import Database
-from evaluator.store.features import feature_rows, row_could_fire, row_to_features
-from evaluator.store.predictions import NewPrediction, insert_predictions, resolve
-from evaluator.store.rollups import seal
-from evaluator.store.rule_versions import register_ruleset
 from gpu_health.clock import Clock, system_clock
 from gpu_health.contract import SOURCES
+from gpu_health.evaluator.rules.outcome import classify
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.rules.signals import decide
+from gpu_health.evaluator.store.backfill import observe_pending
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.features import feature_rows, row_could_fire, row_to_features
+from gpu_health.evaluator.store.predictions import NewPrediction, insert_predictions, resolve
+from gpu_health.evaluator.store.rollups import seal
+from gpu_health.evaluator.store.rule_versions import register_ruleset
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class Worker:
             rows = feature_rows(self.db, [now], source, params)
             # could_fire, read off the rows: an exact, cheap necessary condition of a decision
             # that most cards fail; deciding (0.15 s) and building the features (0.22 s) of
-            # every card was a fifth of a 32,768-card tick (issue 33)
+            # every card was a fifth of a 32,768-card tick
             decisions = [d for row in rows if row_could_fire(row, params) and (
                 d := decide(row_to_features(row, source, params), params)) is not None]
             evaluated[source], fired[source] = len(rows), len(decisions)

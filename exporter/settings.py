@@ -98,7 +98,7 @@ class Settings:
     tool_timeout_s: float = _DEFAULTS["tool_timeout_s"]
     max_output_bytes: int = _DEFAULTS["max_output_bytes"]
     listen_host: str = ""
-    listen_port: int = 9835
+    listen_port: int = 10346
     once: bool = False
     textfile: Path | None = None
     binaries: Mapping[str, str] = field(default_factory=dict)  # vendor -> command; "" = off
@@ -125,7 +125,7 @@ def argument_parser() -> argparse.ArgumentParser:
         p.add_argument(flag.flag, dest=flag.dest, default=flag.default,
                        metavar=flag.flag[2:].replace("-", "_").upper(),
                        help=flag.help if flag.kind == "text" else f"{flag.help} ({flag.default})")
-    p.add_argument("--web.listen-address", dest="listen", default=":9835", help="host:port")
+    p.add_argument("--web.listen-address", dest="listen", default=":10346", help="host:port")
     p.add_argument("--web.config.file", dest="web_config", default=None,
                    help="exporter-toolkit web config: TLS and basic auth (docs/security.md)")
     p.add_argument("--once", action="store_true", help="collect once, print, exit")
@@ -189,9 +189,9 @@ def _line_cap(value: int, problems: list[str]) -> None:
 def _listen(text: str, problems: list[str]) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]  # [::1]:9835
+        host = host[1:-1]  # [::1]:10346
     if not sep or not port.isdecimal() or int(port) > 65535:
-        problems.append(f"--web.listen-address: {text!r} is not host:port (e.g. :9835)")
+        problems.append(f"--web.listen-address: {text!r} is not host:port (e.g. :10346)")
         return "", 0
     return host, int(port)
 

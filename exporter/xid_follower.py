@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 JOURNALCTL_ARGS = ("-k", "-b", "-o", "short-monotonic", "--no-pager", "-q", "-n", "20000")
 _READ_CHUNK = 64 * 1024
 _MAX_READS_PER_POLL = 100_000  # kmsg returns one record (~100 bytes) per read
-# Bounds for a followed file that grows without limit (issue 27: 512 MB appended, one 300 MB
+# Bounds for a followed file that grows without limit (512 MB appended, one 300 MB
 # line without a newline, RSS 1.95 GB): at most this much is read per poll (the rest waits for
 # the next one), and a line longer than the cap is dropped and counted (``line_too_long``).
 # A kmsg record is at most ~1 KiB (printk's limit); an Xid line is ~200 bytes. The defaults of

@@ -53,7 +53,7 @@ def _logfmt_value(value: str) -> str:
 
 
 class LogfmtFormatter(logging.Formatter):
-    """``ts=... level=info logger=evaluator.compose msg="..."`` (UTC timestamps)."""
+    """``ts=... level=info logger=gpu_health.evaluator.compose msg="..."`` (UTC timestamps)."""
 
     def format(self, record: logging.LogRecord) -> str:
         return " ".join(f"{k}={_logfmt_value(v)}" for k, v in _fields(self, record).items())

@@ -1,6 +1,6 @@
 """Runs outside tools: the vendor tools for the exporter, Slurm's commands for the evaluator.
 The only module of either program that runs a tool (the demo's child programs aside,
-``evaluator/demo.py``).
+``evaluator/demo/``).
 
 Every run: an argv list (never a shell), ``LC_ALL=C`` so number and message formats do not
 follow the node's locale, stdin closed, a wall-clock timeout after which the tool's whole process

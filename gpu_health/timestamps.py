@@ -1,4 +1,4 @@
-"""The one timestamp parser (issue 31: the API, the backtest's event files and ``simulate
+"""The one timestamp parser (the API, the backtest's event files and ``simulate
 --end`` each had their own, accepting different forms).
 
 Accepted, and nothing else:

@@ -13,11 +13,11 @@ logging.getLogger("asyncio").setLevel(logging.WARNING)
 
 import pytest  # noqa: E402
 
-from evaluator.store.engines.duckdb import DuckDBDatabase  # noqa: E402
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase  # noqa: E402
 from tests.postgres import PostgresServer, postgres_server  # noqa: E402
 
 if TYPE_CHECKING:
-    from evaluator.store import Database
+    from gpu_health.evaluator.store import Database
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +35,7 @@ def open_store(request: pytest.FixtureRequest, engine: str, folder: Path, name: 
                **kwargs: object) -> Database:
     """The store called ``name`` on ``engine``: a DuckDB file in ``folder``, or a PostgreSQL
     database of the session's cluster (created on first use, the same one again after)."""
-    from evaluator.store.engines.postgres import PostgresDatabase
+    from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
 
     if engine == "duckdb":
         return DuckDBDatabase(folder / f"{name}.duckdb", **kwargs)  # type: ignore[arg-type]
@@ -46,7 +46,7 @@ def open_store(request: pytest.FixtureRequest, engine: str, folder: Path, name: 
 
 @pytest.fixture(params=STORE_ENGINES)
 def new_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[NewDb]:
-    """The store on both engines (issue 13): ``new_db(name)`` opens the store called ``name``
+    """The store on both engines: ``new_db(name)`` opens the store called ``name``
     (a DuckDB file in tmp_path, or a fresh PostgreSQL database of the session's cluster); the
     same name opens the same store again. Everything opened is closed afterwards."""
     opened: list[Database] = []

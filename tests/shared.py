@@ -14,6 +14,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GPU_HEALTH_SHARED", REPO.parent / "shared")).resolve()
 FIXTURES = REPO / "tests" / "fixtures"
+# The source folders of the one import package: the programs' folders sit at the top of the
+# checkout (gpu_health/evaluator and gpu_health/exporter are links to them).
+SOURCE_FOLDERS = {"gpu_health": "gpu_health", "evaluator": "gpu_health.evaluator",
+                  "exporter": "gpu_health.exporter"}
+
+
+def module_name(path: Path) -> str:
+    """The import name of a source file of the checkout (``evaluator/main.py`` is
+    ``gpu_health.evaluator.main``; ``bench/api.py`` is ``bench.api``)."""
+    top, *rest = path.relative_to(REPO).with_suffix("").parts
+    return ".".join([SOURCE_FOLDERS.get(top, top), *rest]).removesuffix(".__init__")
 
 
 def shared_available() -> bool:

@@ -11,17 +11,18 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import grimp
 import pytest
 
-from evaluator.cli import COMMANDS
-from evaluator.main import RUNNERS
-from tests.shared import REPO
+from gpu_health.evaluator.cli import COMMANDS
+from gpu_health.evaluator.main import RUNNERS
+from tests.shared import REPO, SOURCE_FOLDERS
 
-PACKAGES = ("evaluator", "exporter", "gpu_health")
+PACKAGES = tuple(SOURCE_FOLDERS)  # the folders of the one import package, gpu_health
 MAX_LINES = 310  # "modules under ~300 lines"
 
 
@@ -35,7 +36,7 @@ def relative(path: Path) -> str:
 
 
 def test_no_import_cycle() -> None:
-    graph = grimp.build_graph(*PACKAGES)
+    graph = grimp.build_graph("gpu_health")
     for module in sorted(graph.modules):
         for imported in graph.find_modules_directly_imported_by(module):
             chain = graph.find_shortest_chain(importer=imported, imported=module)
@@ -84,8 +85,9 @@ def test_one_request_catch_all_and_one_access_check() -> None:
 
 
 def test_only_the_store_engines_import_a_database_driver() -> None:
-    """Issue 31: the stages type against the engine-neutral Database; each driver lives in its
-    engine module (import-linter keeps it inside evaluator.store; this, inside engines/)."""
+    """Before: the stages type against the engine-neutral Database; each driver lives in its
+    engine module (import-linter keeps it inside gpu_health.evaluator.store; this, inside
+    engines/)."""
     driver = re.compile(r"^\s*(import (duckdb|psycopg)|from (duckdb|psycopg)\S* import)", re.M)
     found = {relative(p) for p in sources() if driver.search(p.read_text("utf-8"))}
     assert found == {"evaluator/store/engines/duckdb.py", "evaluator/store/engines/postgres.py",
@@ -93,10 +95,10 @@ def test_only_the_store_engines_import_a_database_driver() -> None:
 
 
 def test_the_store_assembles_statements_one_way() -> None:
-    """Issue 31: SQL was assembled four ways (f-strings with doubled braces, ``.format``,
+    """Before: SQL was assembled four ways (f-strings with doubled braces, ``.format``,
     ``.replace("{...}")``) with three placeholder styles. Now a template kept for later is
-    filled by ``evaluator.store.sql.compose`` only, values are ``$name`` placeholders, and
-    engine-specific text lives in the engines' dialect modules (evaluator/store/sql.py)."""
+    filled by ``gpu_health.evaluator.store.sql.compose`` only, values are ``$name`` placeholders,
+    and engine-specific text lives in the engines' dialect modules (evaluator/store/sql.py)."""
     store = sorted((REPO / "evaluator/store").rglob("*.py"))
     other_ways = re.compile(r"\{\{[a-z_]+\}\}|\.format\(|\.replace\(\s*[\"']\{")
     found = {relative(p) for p in store if other_ways.search(p.read_text("utf-8"))}
@@ -120,7 +122,7 @@ def test_time_formatting_and_duration_parsing_live_once() -> None:
     assert found == {"gpu_health/clock.py"}
     found = {relative(p) for p in sources() if "def parse_duration" in p.read_text("utf-8")}
     assert found == {"gpu_health/durations.py"}
-    # Issue 31: the API, the event files and simulate --end each parsed times their own way
+    # the API, the event files and simulate --end each parsed times their own way
     # (text parsing; a float from Prometheus's JSON goes through fromtimestamp, not here).
     found = {relative(p) for p in sources()
              if re.search(r"fromisoformat\(|strptime\(", p.read_text("utf-8"))}
@@ -129,3 +131,13 @@ def test_time_formatting_and_duration_parsing_live_once() -> None:
 
 def test_every_subcommand_has_arguments_and_a_runner() -> None:
     assert set(COMMANDS) == set(RUNNERS)
+
+
+def test_every_base_module_is_kept_from_importing_the_programs() -> None:
+    """The base contract names its modules one by one (a forbidden contract cannot say "all of
+    gpu_health but its two programs"): a new base module must join it."""
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    base = next(c for c in contracts["contracts"] if c["name"].startswith("the base imports"))
+    modules = {f"gpu_health.{p.stem}" for p in (REPO / "gpu_health").glob("*.py")
+               if p.stem != "__init__"}
+    assert set(base["source_modules"]) == modules

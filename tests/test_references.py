@@ -1,4 +1,4 @@
-"""Words that point somewhere must still point there (issue 31: docstrings named modules that no
+"""Words that point somewhere must still point there (docstrings named modules that no
 longer existed, docs named ``evaluator/compose.py`` after it became a package).
 
 Checked: every backticked path under one of the project's folders in ``docs/``, the README and
@@ -20,10 +20,11 @@ from types import ModuleType
 
 import pytest
 
-from tests.shared import REPO
+from tests.shared import REPO, module_name
 
-PACKAGES = ("evaluator", "exporter", "gpu_health", "bench")
-ROOTS = (*(f"{p}/" for p in PACKAGES), "tests/", "docs/", "rules/", "deploy/", "grafana/",
+FOLDERS = ("evaluator", "exporter", "gpu_health", "bench")  # source folders
+PACKAGES = ("gpu_health", "bench")  # import names
+ROOTS = (*(f"{p}/" for p in FOLDERS), "tests/", "docs/", "rules/", "deploy/", "grafana/",
          ".ci/", "scripts/")
 TICKED = re.compile(r"`{1,2}([A-Za-z0-9_.\-/{}<>*]+)`{1,2}")
 ROLE = re.compile(r":(mod|func|class|meth|attr|data):`~?([A-Za-z0-9_.]+)`")
@@ -36,8 +37,8 @@ def _docs() -> Iterator[Path]:
 
 
 def _sources() -> Iterator[Path]:
-    for package in PACKAGES:
-        yield from sorted((REPO / package).rglob("*.py"))
+    for folder in FOLDERS:
+        yield from sorted((REPO / folder).rglob("*.py"))
 
 
 def _docstrings(path: Path) -> Iterator[str]:
@@ -123,8 +124,7 @@ def test_every_path_and_module_named_in_the_docs_exists() -> None:
 
 @pytest.mark.parametrize("path", list(_sources()), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_reference_in_a_docstring_resolves(path: Path) -> None:
-    name = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
-    module = importlib.import_module(name)
+    module = importlib.import_module(module_name(path))
     broken = []
     for doc in _docstrings(path):
         broken += list(_broken_in_text(doc))

@@ -1,4 +1,4 @@
-"""The one timestamp parser (issue 31): RFC 3339 with an offset or Unix seconds, exact to the
+"""The one timestamp parser: RFC 3339 with an offset or Unix seconds, exact to the
 microsecond, nothing zone-less; the API, event files and ``simulate --end`` all use it."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evaluator.backtest.events import parse_time as event_time
-from evaluator.http.api.params import parse_time as api_time
 from gpu_health.clock import rfc3339
 from gpu_health.errors import ApiError
+from gpu_health.evaluator.backtest.events import parse_time as event_time
+from gpu_health.evaluator.http.api.params import parse_time as api_time
 from gpu_health.timestamps import parse_timestamp
 
 aware = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(9999, 12, 30),

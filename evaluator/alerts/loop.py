@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Final
 import aiohttp
 from prometheus_client import CollectorRegistry
 
-from evaluator.alerts.metrics import AlertMetrics
-from evaluator.alerts.pusher import Pusher, PushReport
-from evaluator.outbound import ClientOptions, client_session
-from evaluator.rules.actions import CardActions, Recommendation
-from evaluator.store.alerts import (
+from gpu_health.clock import Clock
+from gpu_health.evaluator.alerts.metrics import AlertMetrics
+from gpu_health.evaluator.alerts.pusher import Pusher, PushReport
+from gpu_health.evaluator.outbound import ClientOptions, client_session
+from gpu_health.evaluator.rules.actions import CardActions, Recommendation
+from gpu_health.evaluator.store.alerts import (
     SYSTEM_ACTOR,
     AlertView,
     close_removed_nodes,
@@ -36,13 +37,12 @@ from evaluator.store.alerts import (
     open_alerts,
     open_new_alerts,
 )
-from evaluator.store.db import Database
-from gpu_health.clock import Clock
+from gpu_health.evaluator.store.db import Database
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from evaluator.config.alerting import AlertingConfig
+    from gpu_health.evaluator.config.alerting import AlertingConfig
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 from urllib.parse import quote
 
-from evaluator.store.alerts import AlertView
 from gpu_health.clock import rfc3339
+from gpu_health.evaluator.store.alerts import AlertView
 
 ALERTNAME: Final = "GPU_FAULT_PREDICTED"
 SEVERITY: Final = "warning"

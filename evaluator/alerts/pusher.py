@@ -23,9 +23,9 @@ from typing import Any, Final
 
 import aiohttp
 
-from evaluator.alerts import payload
-from evaluator.alerts.metrics import AlertMetrics
-from evaluator.store.alerts import AlertView
+from gpu_health.evaluator.alerts import payload
+from gpu_health.evaluator.alerts.metrics import AlertMetrics
+from gpu_health.evaluator.store.alerts import AlertView
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ A live worker evaluates every card at every tick; a backtest over months would r
 of thousands of times. Skipping a tick is exact when the tick provably inserts no prediction and
 resolves no outcome, and that is decided from necessary conditions of the engine's rules:
 
-Predictions (every signal of :data:`evaluator.rules.signals.SIGNALS` in use is one of
+Predictions (every signal of :data:`gpu_health.evaluator.rules.signals.SIGNALS` in use is one of
 :data:`KNOWN_SIGNALS`). t0 is at most ``max_age`` (boundary_max_age) before the tick ``t``, and a
 boundary value at most ``max_age`` before its boundary, so a card can only get a decision at
 ``t`` if, among its rows (any UUID: a superset),
@@ -32,7 +32,7 @@ window's own series), at the next one; at the latest at the window end.
 
 When a condition does not hold (a new signal, XID fault events), the plans fall back to every
 tick: slower, still exact. ``tests/evaluator/backtest/test_backtest_replay.py`` compares the
-replay with a tick-by-tick :meth:`evaluator.worker.Worker.tick` run, row for row.
+replay with a tick-by-tick :meth:`gpu_health.evaluator.worker.Worker.tick` run, row for row.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from evaluator.rules.params import RuleParams
+from gpu_health.evaluator.rules.params import RuleParams
 
 KNOWN_SIGNALS: Final = frozenset({
     "ecc_uncorrected_present", "remap_failure_present", "ecc_corrected_growth",
@@ -63,7 +63,8 @@ def lookback(params: RuleParams) -> timedelta:
 class BucketWindows:
     """Bucket width (``max_age``) and, for a tick in bucket k, how many buckets back hold each
     span of the module docstring: ``strong``, ``trend``, and ``base`` (from, to; widened by one
-    bucket at its newer end, see :func:`evaluator.store.backtest_queries.active_ranges`)."""
+    bucket at its newer end, see
+    :func:`gpu_health.evaluator.store.backtest_queries.active_ranges`)."""
 
     bucket: timedelta
     strong: int

@@ -6,9 +6,9 @@ per tick that can decide one (about 2 minutes for 192 cards x 150 days). Here:
 
 - **features are shared** by the versions of one *feature group* (same growth window, baseline
   span, boundary age and scan interval: the boundary values only depend on those), read once
-  per tick (:mod:`evaluator.backtest.feature_cache`) and cut to each version's ``k``; a cheap
-  necessary condition (:func:`evaluator.rules.signals.could_fire`) spares most rows the full
-  :func:`decide`;
+  per tick (:mod:`gpu_health.evaluator.backtest.feature_cache`) and cut to each version's ``k``; a
+  cheap necessary condition (:func:`gpu_health.evaluator.rules.signals.could_fire`) spares most rows
+  the full :func:`decide`;
 - **predictions are made in memory**: each version walks its own :class:`TickPlan` (from its
   own ``min_increase``), decides with the live :func:`decide`, and applies the insert's
   one-open-window rule itself (a card whose window ends after the new t0 gets nothing), then
@@ -36,27 +36,32 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from evaluator.backtest.activity import KNOWN_SIGNALS, TickPlan, tick_at_or_after
-from evaluator.backtest.activity import tick_grid as grid
-from evaluator.backtest.feature_cache import Card, FeatureCache
-from evaluator.backtest.replay import DEFAULT_CHUNK, ReplaySummary, Runs, candidate_ranges
-from evaluator.model import RESOLVED
-from evaluator.rules.model import CardFeatures
-from evaluator.rules.outcome import Outcome, WindowObservation, classify
-from evaluator.rules.params import RuleParams
-from evaluator.rules.ruleset import RuleSet
-from evaluator.rules.signals import SIGNALS, decide
-from evaluator.store.backfill import observe_pending
-from evaluator.store.backtest_queries import window_ends
-from evaluator.store.db import Database
-from evaluator.store.predictions import (
+from gpu_health.evaluator.backtest.activity import KNOWN_SIGNALS, TickPlan, tick_at_or_after
+from gpu_health.evaluator.backtest.activity import tick_grid as grid
+from gpu_health.evaluator.backtest.feature_cache import Card, FeatureCache
+from gpu_health.evaluator.backtest.replay import (
+    DEFAULT_CHUNK,
+    ReplaySummary,
+    Runs,
+    candidate_ranges,
+)
+from gpu_health.evaluator.model import RESOLVED
+from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.outcome import Outcome, WindowObservation, classify
+from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.rules.signals import SIGNALS, decide
+from gpu_health.evaluator.store.backfill import observe_pending
+from gpu_health.evaluator.store.backtest_queries import window_ends
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.predictions import (
     NewPrediction,
     insert_rows,
     pending_of,
     prediction_id,
     resolve_each,
 )
-from evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.store.rule_versions import register_ruleset
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +80,8 @@ def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan, cache: Featur
     ``ends``: per card, the end of its last window already in the file."""
     params, k = ruleset.params, ruleset.params.consecutive_windows
     cut = k < cache.params.consecutive_windows
-    # The quick test (:func:`evaluator.rules.signals.could_fire`, split by :func:`entry`) is a
-    # necessary condition of the signals it knows; with others in the table every card is
+    # The quick test (:func:`gpu_health.evaluator.rules.signals.could_fire`, split by :func:`entry`)
+    # is a necessary condition of the signals it knows; with others in the table every card is
     # decided in full.
     quick = {s.name for s in SIGNALS} <= KNOWN_SIGNALS
     least = params.min_increase if quick else -2**62

@@ -4,7 +4,7 @@ With a store that holds no real sample yet, the evaluator reads ``history`` (e.g
 the configured Prometheus source with the backtest's importer (range queries on the step grid,
 the live write rule), then replays the active rule set, and after it each shadow version of
 ``rules.shadow`` (stored as shadow predictions), over that period with the backtest's
-engine (:func:`evaluator.backtest.replay.replay`: the live worker's ticks, backfill then
+engine (:func:`gpu_health.evaluator.backtest.replay.replay`: the live worker's ticks, backfill then
 predict). A new user thus sees hit/miss/voided predictions and real statistics (or ``null``
 with its reason) on day one. Prediction ids are deterministic, so the replayed rows are the rows
 a worker running all along would have written.
@@ -14,8 +14,8 @@ and nothing is sealed. Alerts: a replayed prediction whose window already ended 
 alerted (the alert loop opens alerts only for windows still open); one still open alerts as
 any live prediction. A failed import is undone (its rows deleted: the store held none) and
 retried after ``retry``; an import the process did not live to finish (a marker in the store,
-:mod:`evaluator.store.history_import`) is undone and redone at the next start. The live source
-starts only when the history is in, so the two never interleave.
+:mod:`gpu_health.evaluator.store.history_import`) is undone and redone at the next start. The live
+source starts only when the history is in, so the two never interleave.
 
 What the import does not bring: node records of nodes gone before the first live cycle (their
 data is visible to an all-tenants caller only).
@@ -31,19 +31,23 @@ from functools import partial
 
 from tqdm import tqdm
 
-from evaluator.backtest.prometheus import PrometheusRange, import_prometheus
-from evaluator.backtest.replay import ReplaySummary, replay
-from evaluator.config.source import PrometheusSourceConfig
-from evaluator.ingest.prometheus.source import PrometheusSource, client_options, metric_set
-from evaluator.ingest.prometheus.window import floored
-from evaluator.rules.ruleset import RuleSet
-from evaluator.store import history_import
-from evaluator.store.db import Database
-from evaluator.store.samples import newest_sample_at
 from gpu_health.clock import Clock
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.durations import format_duration
 from gpu_health.errors import GpuHealthError
+from gpu_health.evaluator.backtest.prometheus import PrometheusRange, import_prometheus
+from gpu_health.evaluator.backtest.replay import ReplaySummary, replay
+from gpu_health.evaluator.config.source import PrometheusSourceConfig
+from gpu_health.evaluator.ingest.prometheus.source import (
+    PrometheusSource,
+    client_options,
+    metric_set,
+)
+from gpu_health.evaluator.ingest.prometheus.window import floored
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.store import history_import
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.samples import newest_sample_at
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """``gpu-health-evaluator backtest``: its options and the step from parsed arguments to a run.
 
-argv is parsed by :func:`evaluator.cli.parse_args` (which declares the options);
+argv is parsed by :func:`gpu_health.evaluator.cli.parse_args` (which declares the options);
 :func:`options_from` turns the namespace (plus the evaluator config: scrape interval, keep-alive,
 rules folder, the live database path) into validated
-:class:`~evaluator.backtest.pipeline.BacktestOptions`, listing every problem at once. The heavy
-modules (DuckDB, aiohttp, tqdm) load only when the subcommand runs: ``evaluator.main`` imports
-this module for every command line.
+:class:`~gpu_health.evaluator.backtest.pipeline.BacktestOptions`, listing every problem at once. The
+heavy modules (DuckDB, aiohttp, tqdm) load only when the subcommand runs:
+``gpu_health.evaluator.main`` imports this module for every command line.
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from evaluator.backtest.compare import Costs
-from evaluator.backtest.events import PRESETS, EventColumns, parse_time
-from evaluator.config.file import DEFAULT_STORAGE, Config, load_config
-from evaluator.config.values import Checker, url_problem
-from evaluator.ingest.prometheus.metricsets import LIMIT_POINTS, METRIC_SETS
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.backtest.compare import Costs
+from gpu_health.evaluator.backtest.events import PRESETS, EventColumns, parse_time
+from gpu_health.evaluator.config.file import DEFAULT_STORAGE, Config, load_config
+from gpu_health.evaluator.config.values import Checker, url_problem
+from gpu_health.evaluator.ingest.prometheus.metricsets import LIMIT_POINTS, METRIC_SETS
 
 if TYPE_CHECKING:
-    from evaluator.backtest.inputs import EventsSource
-    from evaluator.backtest.pipeline import BacktestOptions
-    from evaluator.backtest.prometheus import PrometheusRange
+    from gpu_health.evaluator.backtest.inputs import EventsSource
+    from gpu_health.evaluator.backtest.pipeline import BacktestOptions
+    from gpu_health.evaluator.backtest.prometheus import PrometheusRange
 
 def _duration(c: Checker, value: str | None, flag: str, default: timedelta) -> timedelta:
     return timedelta(seconds=c.duration({flag: value}, flag, flag, default.total_seconds()))
@@ -86,7 +86,7 @@ class Inputs:
 def input_options(c: Checker, args: argparse.Namespace, config: Config,
                   now: datetime) -> Inputs:
     """--prometheus / --events / --db and --since/--until (problems go to ``c``)."""
-    from evaluator.backtest.inputs import EventsSource
+    from gpu_health.evaluator.backtest.inputs import EventsSource
 
     step = _duration(c, args.step, "--step", timedelta(seconds=config.scrape.interval))
     source: PrometheusRange | EventsSource | None = None
@@ -135,9 +135,9 @@ def cost_options(c: Checker, args: argparse.Namespace) -> Costs | None:
 
 def options_from(args: argparse.Namespace, config: Config, now: datetime) -> BacktestOptions:
     """Validate the arguments; ConfigError lists every problem."""
-    from evaluator.backtest.pipeline import BacktestOptions
-    from evaluator.backtest.rulesets import parse_sweeps
-    from evaluator.store.backtest import default_path
+    from gpu_health.evaluator.backtest.pipeline import BacktestOptions
+    from gpu_health.evaluator.backtest.rulesets import parse_sweeps
+    from gpu_health.evaluator.store.backtest import default_path
 
     c = Checker()
     inputs = input_options(c, args, config, now)
@@ -163,7 +163,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Bac
 
 def _prometheus(c: Checker, args: argparse.Namespace, step: timedelta,
                 now: datetime) -> PrometheusRange | None:
-    from evaluator.backtest.prometheus import PrometheusRange, aligned
+    from gpu_health.evaluator.backtest.prometheus import PrometheusRange, aligned
 
     problem = url_problem(args.prometheus)
     if problem:
@@ -189,7 +189,7 @@ def _prometheus(c: Checker, args: argparse.Namespace, step: timedelta,
 def run(args: argparse.Namespace, environ: Mapping[str, str],
         clock: Clock = system_clock) -> int:
     """The subcommand: 0 when the report was written."""
-    from evaluator.backtest.pipeline import run_backtest
+    from gpu_health.evaluator.backtest.pipeline import run_backtest
 
     config = load_config(args.config, environ)
     run_backtest(options_from(args, config, clock().astimezone(UTC)), clock=clock)

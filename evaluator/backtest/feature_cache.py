@@ -1,5 +1,5 @@
 """The shared replay's features: one group's feature rows per tick, read once for all its
-versions (:mod:`evaluator.backtest.batch`).
+versions (:mod:`gpu_health.evaluator.backtest.batch`).
 
 A *feature group* is the versions with the same growth window, baseline span, boundary age and
 scan interval: their boundary values are the same. The rows are read with the group's largest
@@ -7,8 +7,8 @@ scan interval: their boundary values are the same. The rows are read with the gr
 version cuts the tuple to its own), for the union of the cards any version of the group can
 fire for, at the union of their candidate ticks (before any window blocks them), ``chunk``
 ticks per statement in time order. Each row carries what a version's quick test needs (the
-threshold-free part of :func:`evaluator.rules.signals.could_fire` and the increase it compares
-with ``min_increase``); features are built only for the rows a version must decide in full.
+threshold-free part of :func:`gpu_health.evaluator.rules.signals.could_fire` and the increase it
+compares with ``min_increase``); features are built only for the rows a version must decide in full.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from evaluator.backtest.replay import DEFAULT_CHUNK, HORIZON
-from evaluator.rules.model import CardFeatures
-from evaluator.rules.params import RuleParams
-from evaluator.store.db import Database
-from evaluator.store.features import feature_rows, row_quick_test, row_to_features
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.backtest.replay import DEFAULT_CHUNK, HORIZON
+from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.features import feature_rows, row_quick_test, row_to_features
 
 Card = tuple[str, int]
 
@@ -49,7 +49,7 @@ class Entry:
 
 def entry(row: Any, k: int) -> Entry:
     """The quick test's inputs, read off a :func:`feature_rows` row
-    (:func:`evaluator.store.features.row_quick_test`)."""
+    (:func:`gpu_health.evaluator.store.features.row_quick_test`)."""
     always, increase = row_quick_test(row, k)
     return Entry((str(row[1]), int(row[2])), from_naive_utc(row[4]), always, increase, row)
 

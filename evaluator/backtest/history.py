@@ -1,17 +1,18 @@
 """Imported history -> stored rows, through the live write rule (change-only + keep-alive).
 
-Two paths, one rule (:func:`evaluator.ingest.write_rule.decide`, the function live ingest calls):
+Two paths, one rule (:func:`gpu_health.evaluator.ingest.write_rule.decide`, the function live ingest
+calls):
 
 - :class:`ReadingWriter` (Prometheus import): every reading of a card goes through ``decide``
   against the card's last written row, exactly as in a scrape cycle; gaps stay gaps (no reading,
-  no row). Rows are flushed in bulk (:func:`evaluator.store.samples.insert_samples`). Fed only
-  the change points of a history (:mod:`evaluator.ingest.prometheus.changes`), it keeps each
-  card's current reading and :meth:`ReadingWriter.hold` feeds the readings in between that
-  ``decide`` would write: while nothing changes, the first grid step at least ``keepalive``
+  no row). Rows are flushed in bulk (:func:`gpu_health.evaluator.store.samples.insert_samples`). Fed
+  only the change points of a history (:mod:`gpu_health.evaluator.ingest.prometheus.changes`), it
+  keeps each card's current reading and :meth:`ReadingWriter.hold` feeds the readings in between
+  that ``decide`` would write: while nothing changes, the first grid step at least ``keepalive``
   after the last written row, i.e. every ``P`` (below) after it.
 - :func:`keepalive_rows` / :func:`write_histories` (events import, synthetic benchmark): a
-  :class:`~evaluator.backtest.events.CardHistory` is observed on a regular ``step`` grid with no
-  gaps, so ``decide`` has a closed form, expanded in bulk inside DuckDB: a row at the first
+  :class:`~gpu_health.evaluator.backtest.events.CardHistory` is observed on a regular ``step`` grid
+  with no gaps, so ``decide`` has a closed form, expanded in bulk inside DuckDB: a row at the first
   reading and at every change, and while nothing changes a keep-alive row every
   ``P = ceil(keepalive / step) * step`` after the last written row (the first grid reading at
   least ``keepalive`` after it). ``tests/evaluator/backtest/test_backtest_events.py`` checks
@@ -24,13 +25,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from evaluator.backtest.events import CardHistory
-from evaluator.ingest.write_rule import decide, xid_decision
-from evaluator.model import CardKey, Counters, Sample, XidKey, XidSample
-from evaluator.store.backtest_import import expand_segments, stage_segments
-from evaluator.store.db import Database
-from evaluator.store.samples import insert_runs, insert_samples
-from evaluator.store.xid_samples import insert_xid_samples
+from gpu_health.evaluator.backtest.events import CardHistory
+from gpu_health.evaluator.ingest.write_rule import decide, xid_decision
+from gpu_health.evaluator.model import CardKey, Counters, Sample, XidKey, XidSample
+from gpu_health.evaluator.store.backtest_import import expand_segments, stage_segments
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.samples import insert_runs, insert_samples
+from gpu_health.evaluator.store.xid_samples import insert_xid_samples
 
 BATCH_ROWS = 50_000
 BATCH_RUNS = 50_000  # keep-alive runs per statement (each expands to many rows)

@@ -12,11 +12,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from evaluator.backtest.events import CardHistory, EventColumns, EventFile
-from evaluator.backtest.prometheus import PrometheusImport, PrometheusRange
-from evaluator.store.backtest_import import sample_span
-from evaluator.store.db import Database
 from gpu_health.contract import COUNTER_KEYS
+from gpu_health.evaluator.backtest.events import CardHistory, EventColumns, EventFile
+from gpu_health.evaluator.backtest.prometheus import PrometheusImport, PrometheusRange
+from gpu_health.evaluator.store.backtest_import import sample_span
+from gpu_health.evaluator.store.db import Database
 
 NO_XID = ("no XID history is imported: only uncorrectable-ECC increases are fault events, "
           "whatever a rule set's fault_xids say")

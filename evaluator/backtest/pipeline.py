@@ -20,30 +20,30 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from evaluator.backtest.activity import tick_grid
-from evaluator.backtest.compare import Costs
-from evaluator.backtest.events import EventFile, card_histories, parse_events
-from evaluator.backtest.history import write_histories
-from evaluator.backtest.inputs import EventsSource, events_info, prometheus_info
-from evaluator.backtest.plot import plot_sweep, require_matplotlib
-from evaluator.backtest.prometheus import PrometheusRange, import_prometheus
-from evaluator.backtest.replay import ReplaySummary, replay
-from evaluator.backtest.report import build_report, render_text
-from evaluator.backtest.rulesets import Variant, baseline_variants, variants
-from evaluator.config.rules import RULES_DIR, baseline_files
-from evaluator.rules.ruleset import RuleSet
-from evaluator.store.backtest import (
+from gpu_health.clock import Clock, system_clock
+from gpu_health.errors import BacktestError, ConfigError
+from gpu_health.evaluator.backtest.activity import tick_grid
+from gpu_health.evaluator.backtest.compare import Costs
+from gpu_health.evaluator.backtest.events import EventFile, card_histories, parse_events
+from gpu_health.evaluator.backtest.history import write_histories
+from gpu_health.evaluator.backtest.inputs import EventsSource, events_info, prometheus_info
+from gpu_health.evaluator.backtest.plot import plot_sweep, require_matplotlib
+from gpu_health.evaluator.backtest.prometheus import PrometheusRange, import_prometheus
+from gpu_health.evaluator.backtest.replay import ReplaySummary, replay
+from gpu_health.evaluator.backtest.report import build_report, render_text
+from gpu_health.evaluator.backtest.rulesets import Variant, baseline_variants, variants
+from gpu_health.evaluator.config.rules import RULES_DIR, baseline_files
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.store.backtest import (
     finish_run,
     imported_assumptions,
     imported_period,
     open_backtest,
     start_run,
 )
-from evaluator.store.backtest_import import sample_span
-from evaluator.store.db import Database
-from evaluator.store.rule_versions import register_ruleset
-from gpu_health.clock import Clock, system_clock
-from gpu_health.errors import BacktestError, ConfigError
+from gpu_health.evaluator.store.backtest_import import sample_span
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.rule_versions import register_ruleset
 
 log = logging.getLogger(__name__)
 

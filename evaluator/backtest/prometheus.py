@@ -5,14 +5,15 @@ scraped. Prometheus refuses a range query of more than 11,000 points per series 
 ``bad_data``, "exceeded maximum resolution of 11,000 points per timeseries", captured from
 2.42.0); the period is cut into chunks of at most ``max_points`` steps (10,000) and a chunk that
 is still refused is split in half and retried. The first step is read plainly; after it, each
-chunk's *change points* (:mod:`evaluator.ingest.prometheus.changes`: where a series changes,
-appears or ends between consecutive steps), all metrics of one chunk concurrently, in time order,
-fed through the live write rule (:class:`ReadingWriter`) with the keep-alive readings in between:
-the same rows as reading every step, at a fraction of the points (measured in
+chunk's *change points* (:mod:`gpu_health.evaluator.ingest.prometheus.changes`: where a series
+changes, appears or ends between consecutive steps), all metrics of one chunk concurrently, in time
+order, fed through the live write rule (:class:`ReadingWriter`) with the keep-alive readings in
+between: the same rows as reading every step, at a fraction of the points (measured in
 ``bench/prometheus_source.py``).
 
 XID counts come the same way: change points of the set's XID metric, counts (or dcgm's gauge
-through :class:`~evaluator.ingest.prometheus.xids.LastXidTracker`) through the XID write rule.
+through :class:`~gpu_health.evaluator.ingest.prometheus.xids.LastXidTracker`) through the XID write
+rule.
 
 A step at which Prometheus has no value for a series (no sample within its lookback, 5 minutes
 by default, or the series went stale) gives no reading: a gap stays a gap, never a zero.
@@ -28,21 +29,26 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from evaluator.backtest.history import ReadingWriter
-from evaluator.ingest.prometheus.changes import GONE, ChangeTracker, change_query
-from evaluator.ingest.prometheus.metricsets import (
+from gpu_health.evaluator.backtest.history import ReadingWriter
+from gpu_health.evaluator.ingest.prometheus.changes import GONE, ChangeTracker, change_query
+from gpu_health.evaluator.ingest.prometheus.metricsets import (
     DEFAULT_MAX_POINTS,
     Assembly,
     MetricSet,
     index_map,
     selector_query,
 )
-from evaluator.ingest.prometheus.query import QueryLimits, QueryStats, RangeQuerier, chunks
-from evaluator.ingest.prometheus.window import aligned
-from evaluator.ingest.prometheus.xids import LastXidTracker, xid_readings
-from evaluator.model import XidKey, XidSample
-from evaluator.outbound import ClientOptions, client_session
-from evaluator.store.db import Database
+from gpu_health.evaluator.ingest.prometheus.query import (
+    QueryLimits,
+    QueryStats,
+    RangeQuerier,
+    chunks,
+)
+from gpu_health.evaluator.ingest.prometheus.window import aligned
+from gpu_health.evaluator.ingest.prometheus.xids import LastXidTracker, xid_readings
+from gpu_health.evaluator.model import XidKey, XidSample
+from gpu_health.evaluator.outbound import ClientOptions, client_session
+from gpu_health.evaluator.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +60,7 @@ __all__ = ["PrometheusImport", "PrometheusRange", "aligned", "chunks", "import_p
 class PrometheusRange:
     """What to import from a Prometheus-compatible server: its URL, the metric set and the
     range read at ``step`` (the live source that reads the newest step every minute is
-    :class:`evaluator.ingest.prometheus.source.PrometheusSource`)."""
+    :class:`gpu_health.evaluator.ingest.prometheus.source.PrometheusSource`)."""
 
     url: str
     metrics: MetricSet

@@ -1,9 +1,9 @@
 """Replay a rule set over a backtest file: the live worker's ticks, in time order.
 
 Ticks fall every ``scan_interval_minutes`` (aligned to the Unix epoch) across the period. At
-each tick, exactly as :meth:`evaluator.worker.Worker.tick`: backfill first (observe every pending
-prediction, classify, compare-and-set the outcomes, ``resolved_at`` = the tick), then predict
-(features of every card at the tick, the signal engine, one insert with the one-open-window
+each tick, exactly as :meth:`gpu_health.evaluator.worker.Worker.tick`: backfill first (observe every
+pending prediction, classify, compare-and-set the outcomes, ``resolved_at`` = the tick), then
+predict (features of every card at the tick, the signal engine, one insert with the one-open-window
 rule, ``predicted_at`` = the tick). The building blocks are the live ones: ``register_ruleset``,
 ``observe_pending``, ``classify``, ``resolve``, ``card_features``, ``decide``,
 ``insert_predictions``.
@@ -12,7 +12,7 @@ Three things differ, none in the result:
 
 - features are extracted for many ticks per statement (``card_features(at=[...])``, built for
   this) instead of one statement per tick;
-- ticks that provably change nothing are skipped (:mod:`evaluator.backtest.activity`);
+- ticks that provably change nothing are skipped (:mod:`gpu_health.evaluator.backtest.activity`);
 - features are extracted only for the cards that can fire a known signal at some tick
   (``card_features(cards=...)``): the others' decisions would all be None. In a fleet most
   cards never err, and every feature statement would pay for them.
@@ -32,7 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from evaluator.backtest.activity import (
+from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.backtest.activity import (
     KNOWN_SIGNALS,
     BackfillPlan,
     Ranges,
@@ -41,24 +42,23 @@ from evaluator.backtest.activity import (
     bucket_windows,
     tick_grid,
 )
-from evaluator.model import RESOLVED
-from evaluator.rules.model import CardFeatures
-from evaluator.rules.outcome import classify
-from evaluator.rules.params import RuleParams
-from evaluator.rules.ruleset import RuleSet
-from evaluator.rules.signals import SIGNALS, decide
-from evaluator.store.backfill import observe_pending
-from evaluator.store.backtest import table_rows
-from evaluator.store.backtest_queries import (
+from gpu_health.evaluator.model import RESOLVED
+from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.outcome import classify
+from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.rules.signals import SIGNALS, decide
+from gpu_health.evaluator.store.backfill import observe_pending
+from gpu_health.evaluator.store.backtest import table_rows
+from gpu_health.evaluator.store.backtest_queries import (
     active_ranges,
     existing_predictions,
     uncorrected_increase_points,
 )
-from evaluator.store.db import Database
-from evaluator.store.features import card_features
-from evaluator.store.predictions import insert_predictions, resolve
-from evaluator.store.rule_versions import register_ruleset
-from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.features import card_features
+from gpu_health.evaluator.store.predictions import insert_predictions, resolve
+from gpu_health.evaluator.store.rule_versions import register_ruleset
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,8 @@ Runs = list[tuple[str, int, str, int, int]]
 def candidate_ranges(db: Database, params: RuleParams, ticks: list[datetime],
                      cache: dict[tuple[object, ...], Runs] | None = None) -> Ranges | None:
     """Per card and kind, the ticks at which a decision is possible
-    (:mod:`evaluator.backtest.activity`): empty for a disabled rule set (it predicts nothing),
-    None when the engine has a signal that reasoning does not know (every tick and card).
+    (:mod:`gpu_health.evaluator.backtest.activity`): empty for a disabled rule set (it predicts
+    nothing), None when the engine has a signal that reasoning does not know (every tick and card).
     ``cache`` keeps the store's answer for versions with the same bucket spans."""
     if not params.enabled:
         return {}

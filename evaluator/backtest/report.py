@@ -1,10 +1,10 @@
 """The backtest report: per version, the live statistics plus base rates, as JSON and text.
 
 Every precision, recall and F1 comes from the code behind the live ``prediction-stats`` API
-(:func:`evaluator.stats.document.prediction_stats` is :func:`~evaluator.store.stats.raw_stats`
-then :func:`~evaluator.stats.document.stats_document`; the report calls the two itself to keep
-the faults),
-with its null rules (null below ``stats_min_matured`` matured predictions or
+(:func:`gpu_health.evaluator.stats.document.prediction_stats` is
+:func:`~gpu_health.evaluator.store.stats.raw_stats` then
+:func:`~gpu_health.evaluator.stats.document.stats_document`; the report calls the two itself to keep
+the faults), with its null rules (null below ``stats_min_matured`` matured predictions or
 ``stats_min_observed_days`` observed days; recall null without a fault). Each version is
 measured on the file's samples and its OWN predictions (``rule_version``), over the replayed
 period. Its row shows the window it predicts with; the full statistics (both windows, the
@@ -17,13 +17,14 @@ correctable error in 24 h" and "repeat after any uncorrectable increase") are re
 same engine on the same data and reported in ``baselines`` with the same shape; each version
 gets its ``lift`` over each baseline of its window per class (its value / the baseline's; null
 when either is null or the baseline's is 0), a ``comparisons`` entry per baseline (the Pareto
-rule of :mod:`evaluator.backtest.compare`: first-fault recall higher at precision at least as
-high, or the reverse; the cost figure when neither dominates and costs were given), and a
+rule of :mod:`gpu_health.evaluator.backtest.compare`: first-fault recall higher at precision at
+least as high, or the reverse; the cost figure when neither dominates and costs were given), and a
 ``flag`` when a baseline beats it or it cannot be compared with any.
 
 With costs (``--cost-failure``, ``--cost-mitigation``, ``--mitigation-time``), every version and
-class also gets ``gpu_hours_saved`` (:func:`evaluator.backtest.compare.gpu_hours_saved`), and the
-warning lead times it is computed from (fault minus the moment the prediction was made).
+class also gets ``gpu_hours_saved``
+(:func:`gpu_health.evaluator.backtest.compare.gpu_hours_saved`), and the warning lead times it
+is computed from (fault minus the moment the prediction was made).
 
 Base rates, the same for every version: cards, monitorable cards, observed card-days (exposure),
 cards with a fault, faults preceded by any correctable error at all (a correctable count above 0
@@ -39,20 +40,20 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from evaluator.backtest.compare import Costs, Point, compare, gpu_hours_saved
-from evaluator.backtest.replay import ReplaySummary
-from evaluator.backtest.rulesets import Variant
-from evaluator.stats.document import DISCLAIMER, stats_document
-from evaluator.store.backtest_queries import (
+from gpu_health.clock import rfc3339
+from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.backtest.compare import Costs, Point, compare, gpu_hours_saved
+from gpu_health.evaluator.backtest.replay import ReplaySummary
+from gpu_health.evaluator.backtest.rulesets import Variant
+from gpu_health.evaluator.stats.document import DISCLAIMER, stats_document
+from gpu_health.evaluator.store.backtest_queries import (
     card_count,
     counts_by,
     lead_times,
     preceded_by_correctable,
 )
-from evaluator.store.db import Database
-from evaluator.store.stats import Fault, raw_stats
-from gpu_health.clock import rfc3339
-from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.stats import Fault, raw_stats
 
 PAPER = {
     "source": "Wu et al., \"Removing Obstacles before Breaking Through the Memory Wall: A Close "
@@ -188,8 +189,8 @@ def point(row: dict[str, Any]) -> Point:
 
 def compare_with_baselines(row: dict[str, Any], baselines: Sequence[dict[str, Any]]) -> None:
     """Add ``lift`` (per baseline, per class), ``comparisons`` and ``flag`` to a version's
-    row. Flagged when a baseline beats it (:func:`evaluator.backtest.compare.compare`), or
-    when it can be compared with none of them."""
+    row. Flagged when a baseline beats it (:func:`gpu_health.evaluator.backtest.compare.compare`),
+    or when it can be compared with none of them."""
     row["lift"] = {
         b["version"]: {cls: {k: _lift(row["by_class"][cls][k], b["by_class"][cls][k])
                              for k in ("precision", "recall")} for cls in row["by_class"]}

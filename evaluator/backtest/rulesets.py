@@ -1,7 +1,7 @@
 """Rule files x ``--sweep`` combinations -> the effective versions a backtest replays.
 
 A sweep value goes through the same mechanism as an environment override
-(``GPU_HEALTH_RULE_<KEY>``, :func:`evaluator.config.rules.load_ruleset` with an explicit
+(``GPU_HEALTH_RULE_<KEY>``, :func:`gpu_health.evaluator.config.rules.load_ruleset` with an explicit
 environment), so a combination that changes a frozen parameter is its own effective version
 ``<version>+p<hash>`` and never shares predictions with another. Unlike the live evaluator, a
 backtest reads no overrides from its own environment: the command line alone says what ran.
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluator.config.rules import BASELINE_FILES, load_ruleset
-from evaluator.rules.params import FROZEN_KEYS, SPEC_BY_KEY, coerce
-from evaluator.rules.ruleset import ENV_PREFIX, RuleSet
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.rules import BASELINE_FILES, load_ruleset
+from gpu_health.evaluator.rules.params import FROZEN_KEYS, SPEC_BY_KEY, coerce
+from gpu_health.evaluator.rules.ruleset import ENV_PREFIX, RuleSet
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,8 @@ GPU-hours saved; ties by fewer changes, then name. A candidate whose needed numb
 - ``insufficient``: fewer than ``min_test_faults`` first faults in the test part. Too few to
   tell a better rule from luck: no rule is written, whatever the search found;
 - ``no_candidate``: nothing met the objective on the train part;
-- ``better``: the chosen version beats the base (:func:`evaluator.backtest.compare.compare`:
+- ``better``: the chosen version beats the base
+(:func:`gpu_health.evaluator.backtest.compare.compare`:
   Pareto on first faults, costs when neither dominates) and no baseline beats the chosen one;
 - ``not_better``: anything else, with the comparison that failed (the choice is the base itself,
   the base or a baseline wins, neither dominates, or a number is null).
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from evaluator.backtest.compare import Point, compare
+from gpu_health.evaluator.backtest.compare import Point, compare
 
 Status = Literal["better", "not_better", "insufficient", "no_candidate"]
 

@@ -1,8 +1,8 @@
 """``gpu-health-evaluator calibrate``: its options, validated into :class:`CalibrateOptions`.
 
-The inputs, the period and the costs are the backtest's (:mod:`evaluator.backtest.command`);
-every problem is listed at once, before any database is created. The heavy modules load only
-when the subcommand runs.
+The inputs, the period and the costs are the backtest's
+(:mod:`gpu_health.evaluator.backtest.command`); every problem is listed at once, before any database
+is created. The heavy modules load only when the subcommand runs.
 """
 
 from __future__ import annotations
@@ -12,23 +12,23 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from evaluator.backtest.command import cost_options, input_options
-from evaluator.config.file import DEFAULT_STORAGE, Config, load_config
-from evaluator.config.values import Checker
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.backtest.command import cost_options, input_options
+from gpu_health.evaluator.config.file import DEFAULT_STORAGE, Config, load_config
+from gpu_health.evaluator.config.values import Checker
 
 if TYPE_CHECKING:
-    from evaluator.calibrate.pipeline import CalibrateOptions
+    from gpu_health.evaluator.calibrate.pipeline import CalibrateOptions
 
 
 def options_from(args: argparse.Namespace, config: Config, now: datetime) -> CalibrateOptions:
     """Validate the arguments; ConfigError lists every problem."""
-    from evaluator.backtest.pipeline import BacktestOptions
-    from evaluator.calibrate.choose import Objective
-    from evaluator.calibrate.pipeline import CalibrateOptions
-    from evaluator.calibrate.space import Space, parse_space
-    from evaluator.store.backtest import default_path
+    from gpu_health.evaluator.backtest.pipeline import BacktestOptions
+    from gpu_health.evaluator.calibrate.choose import Objective
+    from gpu_health.evaluator.calibrate.pipeline import CalibrateOptions
+    from gpu_health.evaluator.calibrate.space import Space, parse_space
+    from gpu_health.evaluator.store.backtest import default_path
 
     c = Checker()
     inputs = input_options(c, args, config, now)
@@ -68,7 +68,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Cal
 def run(args: argparse.Namespace, environ: Mapping[str, str],
         clock: Clock = system_clock) -> int:
     """The subcommand: 0 when the report was written, whatever the verdict."""
-    from evaluator.calibrate.pipeline import run_calibrate
+    from gpu_health.evaluator.calibrate.pipeline import run_calibrate
 
     config = load_config(args.config, environ)
     run_calibrate(options_from(args, config, clock().astimezone(UTC)), clock=clock)

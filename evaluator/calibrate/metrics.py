@@ -4,26 +4,26 @@ Everything comes from the code behind the live statistics (``raw_stats`` then
 ``stats_document``), with the same gates: precision and recall are null (never 0) below the
 version's ``stats_min_matured`` matured predictions or ``stats_min_observed_days`` observed
 days, and so is each 95% Wilson interval. The train part is read as of its end
-(:class:`~evaluator.calibrate.split.Part`). Per class (``first_fault``, ``repeat``):
+(:class:`~gpu_health.evaluator.calibrate.split.Part`). Per class (``first_fault``, ``repeat``):
 predictions by status, matured, precision and recall with their intervals, faulty and
 predicted faulty cards, lead times (fault minus t0 of the prediction whose window held it) and,
-with costs, GPU-hours saved (:func:`evaluator.backtest.compare.gpu_hours_saved`).
+with costs, GPU-hours saved (:func:`gpu_health.evaluator.backtest.compare.gpu_hours_saved`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from evaluator.backtest.compare import Costs, Point
-from evaluator.backtest.report import class_savings, days_summary, fault_key
-from evaluator.calibrate.split import Part
-from evaluator.rules.ruleset import RuleSet
-from evaluator.stats.document import stats_document
-from evaluator.store.backtest_queries import lead_times
-from evaluator.store.db import Database
-from evaluator.store.sample_facts import SampleFacts, sample_facts
-from evaluator.store.stats import raw_stats
 from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.backtest.compare import Costs, Point
+from gpu_health.evaluator.backtest.report import class_savings, days_summary, fault_key
+from gpu_health.evaluator.calibrate.split import Part
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.stats.document import stats_document
+from gpu_health.evaluator.store.backtest_queries import lead_times
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.sample_facts import SampleFacts, sample_facts
+from gpu_health.evaluator.store.stats import raw_stats
 
 FIELDS: Final = ("predictions", "matured", "precision", "precision_ci95", "recall",
                  "recall_ci95", "faulty_cards", "predicted_faulty_cards", "sufficient", "note")
@@ -31,7 +31,7 @@ FIELDS: Final = ("predictions", "matured", "precision", "precision_ci95", "recal
 
 class PartFacts:
     """The sample-derived statistics of each part and fault definition, read once for every
-    version measured on it (:func:`evaluator.store.sample_facts.sample_facts`)."""
+    version measured on it (:func:`gpu_health.evaluator.store.sample_facts.sample_facts`)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db

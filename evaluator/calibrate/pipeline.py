@@ -3,8 +3,8 @@ train part, judge on the test part, report, and write the rule when it is better
 
 The history goes into a backtest file exactly as ``backtest`` imports it (same inputs, same
 refusals of the live database). The base, every candidate and the baselines are replayed over
-the whole period by the shared replay (:func:`evaluator.backtest.batch.replay_versions`); each
-prediction keeps the tick it was decided at, so the train part can be read as of its end.
+the whole period by the shared replay (:func:`gpu_health.evaluator.backtest.batch.replay_versions`);
+each prediction keeps the tick it was decided at, so the train part can be read as of its end.
 """
 
 from __future__ import annotations
@@ -15,16 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from evaluator.backtest.batch import replay_versions
-from evaluator.backtest.pipeline import (
+from gpu_health.clock import Clock, rfc3339, system_clock
+from gpu_health.errors import ConfigError
+from gpu_health.evaluator.backtest.batch import replay_versions
+from gpu_health.evaluator.backtest.pipeline import (
     BacktestOptions,
     backtest_file,
     bar_callback,
     progress_bar,
     write_json,
 )
-from evaluator.backtest.rulesets import Variant, baseline_variants
-from evaluator.calibrate.choose import (
+from gpu_health.evaluator.backtest.rulesets import Variant, baseline_variants
+from gpu_health.evaluator.calibrate.choose import (
     Candidate,
     Objective,
     Verdict,
@@ -32,17 +34,15 @@ from evaluator.calibrate.choose import (
     meets,
     verdict,
 )
-from evaluator.calibrate.metrics import PartFacts, part_metrics, point
-from evaluator.calibrate.report import base_report, candidate_rows, entry, render_text
-from evaluator.calibrate.rulefile import write_rule
-from evaluator.calibrate.space import Space, candidates
-from evaluator.calibrate.split import Split, split_period
-from evaluator.config.rules import baseline_files, load_ruleset
-from evaluator.rules.ruleset import RuleSet
-from evaluator.store.backtest import finish_run
-from evaluator.store.db import Database
-from gpu_health.clock import Clock, rfc3339, system_clock
-from gpu_health.errors import ConfigError
+from gpu_health.evaluator.calibrate.metrics import PartFacts, part_metrics, point
+from gpu_health.evaluator.calibrate.report import base_report, candidate_rows, entry, render_text
+from gpu_health.evaluator.calibrate.rulefile import write_rule
+from gpu_health.evaluator.calibrate.space import Space, candidates
+from gpu_health.evaluator.calibrate.split import Split, split_period
+from gpu_health.evaluator.config.rules import baseline_files, load_ruleset
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.store.backtest import finish_run
+from gpu_health.evaluator.store.db import Database
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +191,7 @@ def _maybe_write(options: CalibrateOptions, run: _Run, report: dict[str, Any]) -
 
 def header(report: dict[str, Any]) -> list[str]:
     """The comment block of the written rule: data, split, objective, numbers."""
-    from evaluator.calibrate.report import describe
+    from gpu_health.evaluator.calibrate.report import describe
 
     split, chosen, base = report["split"], report["chosen"], report["base"]
     changed = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in chosen["changes"].items())

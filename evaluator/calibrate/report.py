@@ -2,8 +2,8 @@
 
 JSON: ``split.{train,test}.{since,until,first_faults}``; ``base``, ``chosen`` (null when no
 candidate met the objective) and ``baselines[]``, each with ``version``, ``params`` and
-``train``/``test`` metrics (:mod:`evaluator.calibrate.metrics`); ``candidates[]`` with their
-train metrics; ``verdict.{status,reason}``; ``rule_file`` (null unless written). The text on
+``train``/``test`` metrics (:mod:`gpu_health.evaluator.calibrate.metrics`); ``candidates[]`` with
+their train metrics; ``verdict.{status,reason}``; ``rule_file`` (null unless written). The text on
 stdout says the same: the verdict, then the numbers of base, chosen and baselines on both parts
 with intervals, then the best candidates.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evaluator.backtest.rulesets import Variant
-from evaluator.calibrate.choose import Candidate
-from evaluator.rules.params import FROZEN_KEYS
-from evaluator.rules.ruleset import RuleSet
-from evaluator.stats.document import DISCLAIMER
+from gpu_health.evaluator.backtest.rulesets import Variant
+from gpu_health.evaluator.calibrate.choose import Candidate
+from gpu_health.evaluator.rules.params import FROZEN_KEYS
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.stats.document import DISCLAIMER
 
 TOP_CANDIDATES = 10
 

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluator.config.rules import load_ruleset
-from evaluator.rules.params import KEYS
-from evaluator.rules.ruleset import RuleSet
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.rules.params import KEYS
+from gpu_health.evaluator.rules.ruleset import RuleSet
 
 
 def calibrated_version(chosen: RuleSet) -> str:

@@ -1,9 +1,9 @@
 """What a calibration searches: ``--search name=v1,v2`` items, or the default space (pure).
 
 Candidates are effective versions made by the override mechanism the live evaluator and the
-backtest's ``--sweep`` use (:func:`evaluator.backtest.rulesets.variants`): each combination that
-changes a frozen parameter is ``<base>+p<hash>`` and is replayed in the same file beside the
-others. Only frozen single-valued parameters can be searched.
+backtest's ``--sweep`` use (:func:`gpu_health.evaluator.backtest.rulesets.variants`): each
+combination that changes a frozen parameter is ``<base>+p<hash>`` and is replayed in the same file
+beside the others. Only frozen single-valued parameters can be searched.
 
 The default space covers the three trend thresholds of the correctable-ECC growth signal,
 4 x 4 x 3 = 48 candidates:
@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from evaluator.backtest.rulesets import Variant, parse_sweeps, variants
-from evaluator.rules.params import cross_problems
-from evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.backtest.rulesets import Variant, parse_sweeps, variants
+from gpu_health.evaluator.rules.params import cross_problems
+from gpu_health.evaluator.rules.ruleset import RuleSet
 
 DEFAULT_SPACE: Final[tuple[tuple[str, list[str]], ...]] = (
     ("min_increase", ["4", "8", "16", "32"]),

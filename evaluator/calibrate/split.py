@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from evaluator.backtest.activity import tick_at_or_before
 from gpu_health.clock import rfc3339
+from gpu_health.evaluator.backtest.activity import tick_at_or_before
 
 _US = timedelta(microseconds=1)
 

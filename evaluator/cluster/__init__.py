@@ -1,2 +1,2 @@
-"""Several evaluators on one PostgreSQL store (issue 13, docs/ha.md): membership and the leader
+"""Several evaluators on one PostgreSQL store (docs/ha.md): membership and the leader
 lease (``membership``), and which member scrapes which target (``assign``, pure)."""

@@ -1,7 +1,7 @@
 """This evaluator's place among the others on one PostgreSQL store: a heartbeat every third of
 the lease TTL renews its membership and takes or renews the leader lease; the leader's loops run
 under :meth:`Cluster.leading`, which sets the fencing check every store transaction of theirs
-begins with (:data:`evaluator.store.engines.postgres.FENCE`).
+begins with (:data:`gpu_health.evaluator.store.engines.postgres.FENCE`).
 
 Leadership is given up locally as soon as the lease may have expired: when no heartbeat has
 succeeded for a TTL (the database unreachable, this process paused), ``is_leader`` turns false
@@ -20,10 +20,10 @@ from typing import Final, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from evaluator.store import cluster as store
-from evaluator.store.db import Database
-from evaluator.store.engines.postgres import FENCE
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.store import cluster as store
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.engines.postgres import FENCE
 
 log = logging.getLogger(__name__)
 

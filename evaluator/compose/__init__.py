@@ -4,7 +4,7 @@
 the store is opened and the active rule set registered *before* anything listens, so a rule
 file whose version already has predictions with other parameters refuses start-up with a clear
 message instead of serving half a process. Everything else is plain construction; the host
-(:class:`evaluator.app.EvaluatorApp`) only runs what is handed to it.
+(:class:`gpu_health.evaluator.app.EvaluatorApp`) only runs what is handed to it.
 
 The path of one reading: discovery -> scrape -> exposition -> write rule + dedup -> store ->
 worker (backfill, then predict with the rules) -> stats, API, /metrics snapshot, alerts.
@@ -34,34 +34,34 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from prometheus_client import PlatformCollector, ProcessCollector
 
-from evaluator.alerts.loop import AlertLoop
-from evaluator.app import EvaluatorApp
-from evaluator.backtest.bootstrap import HistoryBootstrap
-from evaluator.cluster.membership import Cluster, ClusterConfig
-from evaluator.compose.readings import readings as compose_readings
-from evaluator.compose.remediation import Lead, remediation_loop
-from evaluator.config.file import Config
-from evaluator.config.rules import action_policy_file, load_action_policy, load_ruleset
-from evaluator.http.api.auth import TokenSet, load_tokens
-from evaluator.http.api.context import ApiContext
-from evaluator.http.api.gate import ApiGate
-from evaluator.http.api.routes import add_api_routes
-from evaluator.http.api.token_file import CHECK_SECONDS as TOKENS_CHECK_SECONDS
-from evaluator.http.api.token_file import TokenFile
-from evaluator.ingest.discovery import Discovery
-from evaluator.ingest.pipeline import IngestPipeline
-from evaluator.ingest.prometheus.source import PrometheusSource
-from evaluator.ingest.retention import Retention
-from evaluator.rules.actions import ActionPolicy, CardActions
-from evaluator.rules.ruleset import RuleSet
-from evaluator.stats.snapshot import DEFAULT_REFRESH_SECONDS, PredictionState
-from evaluator.store.backtest import refuse_backtest_file
-from evaluator.store.db import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.engines.postgres import PostgresDatabase
-from evaluator.worker import Worker, WorkerMetrics
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.alerts.loop import AlertLoop
+from gpu_health.evaluator.app import EvaluatorApp
+from gpu_health.evaluator.backtest.bootstrap import HistoryBootstrap
+from gpu_health.evaluator.cluster.membership import Cluster, ClusterConfig
+from gpu_health.evaluator.compose.readings import readings as compose_readings
+from gpu_health.evaluator.compose.remediation import Lead, remediation_loop
+from gpu_health.evaluator.config.file import Config
+from gpu_health.evaluator.config.rules import action_policy_file, load_action_policy, load_ruleset
+from gpu_health.evaluator.http.api.auth import TokenSet, load_tokens
+from gpu_health.evaluator.http.api.context import ApiContext
+from gpu_health.evaluator.http.api.gate import ApiGate
+from gpu_health.evaluator.http.api.routes import add_api_routes
+from gpu_health.evaluator.http.api.token_file import CHECK_SECONDS as TOKENS_CHECK_SECONDS
+from gpu_health.evaluator.http.api.token_file import TokenFile
+from gpu_health.evaluator.ingest.discovery import Discovery
+from gpu_health.evaluator.ingest.pipeline import IngestPipeline
+from gpu_health.evaluator.ingest.prometheus.source import PrometheusSource
+from gpu_health.evaluator.ingest.retention import Retention
+from gpu_health.evaluator.rules.actions import ActionPolicy, CardActions
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.stats.snapshot import DEFAULT_REFRESH_SECONDS, PredictionState
+from gpu_health.evaluator.store.backtest import refuse_backtest_file
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
+from gpu_health.evaluator.worker import Worker, WorkerMetrics
 from gpu_health.webguard import WebGuard
 
 log = logging.getLogger(__name__)

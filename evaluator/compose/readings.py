@@ -10,26 +10,26 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
-from evaluator.app import EvaluatorApp
-from evaluator.backtest.bootstrap import HistoryBootstrap
-from evaluator.cluster.assign import TargetShare, owner
-from evaluator.cluster.membership import Cluster
-from evaluator.config.file import Config
-from evaluator.http.api.auth import Principal
-from evaluator.http.ops import NodeViews, add_node_routes, source_views
-from evaluator.ingest.cycle import Ingestor
-from evaluator.ingest.dedup import DedupCache
-from evaluator.ingest.discovery import TICK_SECONDS, Discovery
-from evaluator.ingest.pipeline import IngestPipeline
-from evaluator.ingest.prometheus.metrics import SourceMetrics
-from evaluator.ingest.prometheus.source import PrometheusSource
-from evaluator.ingest.retention import Retention
-from evaluator.ingest.scrape import Scraper
-from evaluator.rules.ruleset import RuleSet
-from evaluator.selfmetrics import SelfMetrics
-from evaluator.store.api_queries import visible_nodes
-from evaluator.store.db import Database
 from gpu_health.clock import Clock
+from gpu_health.evaluator.app import EvaluatorApp
+from gpu_health.evaluator.backtest.bootstrap import HistoryBootstrap
+from gpu_health.evaluator.cluster.assign import TargetShare, owner
+from gpu_health.evaluator.cluster.membership import Cluster
+from gpu_health.evaluator.config.file import Config
+from gpu_health.evaluator.http.api.auth import Principal
+from gpu_health.evaluator.http.ops import NodeViews, add_node_routes, source_views
+from gpu_health.evaluator.ingest.cycle import Ingestor
+from gpu_health.evaluator.ingest.dedup import DedupCache
+from gpu_health.evaluator.ingest.discovery import TICK_SECONDS, Discovery
+from gpu_health.evaluator.ingest.pipeline import IngestPipeline
+from gpu_health.evaluator.ingest.prometheus.metrics import SourceMetrics
+from gpu_health.evaluator.ingest.prometheus.source import PrometheusSource
+from gpu_health.evaluator.ingest.retention import Retention
+from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.selfmetrics import SelfMetrics
+from gpu_health.evaluator.store.api_queries import visible_nodes
+from gpu_health.evaluator.store.db import Database
 
 log = logging.getLogger(__name__)
 

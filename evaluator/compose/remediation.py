@@ -7,14 +7,14 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from evaluator.app import EvaluatorApp
-from evaluator.config.file import Config
-from evaluator.ingest.discovery import Discovery
-from evaluator.remediation.loop import RemediationLoop, SlurmLabels
-from evaluator.remediation.slurm import Slurm
-from evaluator.rules.actions import CardActions
-from evaluator.store.db import Database
 from gpu_health.clock import Clock
+from gpu_health.evaluator.app import EvaluatorApp
+from gpu_health.evaluator.config.file import Config
+from gpu_health.evaluator.ingest.discovery import Discovery
+from gpu_health.evaluator.remediation.loop import RemediationLoop, SlurmLabels
+from gpu_health.evaluator.remediation.slurm import Slurm
+from gpu_health.evaluator.rules.actions import CardActions
+from gpu_health.evaluator.store.db import Database
 
 log = logging.getLogger(__name__)
 # A leader-only tick runner (compose._leader_only): every leader-only loop goes through it.

@@ -2,8 +2,8 @@
 
 Part of the settings (``evaluator/config/file.py`` calls these while validating the whole file);
 nothing here reads env or argv. Each reader records every problem in the shared
-:class:`~evaluator.config.values.Checker` and returns a usable default, so one run lists all
-mistakes.
+:class:`~gpu_health.evaluator.config.values.Checker` and returns a usable default, so one run lists
+all mistakes.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from evaluator.config.table import Setting, Table
-from evaluator.config.values import Checker
+from gpu_health.evaluator.config.table import Setting, Table
+from gpu_health.evaluator.config.values import Checker
 
 ALERTING: Final = Table("alerting", (
     # A missing ``enabled`` means enabled: an alerting path that is off unless someone

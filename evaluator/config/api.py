@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from evaluator.config.table import Setting, Table
-from evaluator.config.values import Checker
+from gpu_health.evaluator.config.table import Setting, Table
+from gpu_health.evaluator.config.values import Checker
 
 API: Final = Table("api", (
     Setting("tokens_file", "optional_string", None),  # read with the rules (config/file.py)
@@ -20,7 +20,7 @@ API: Final = Table("api", (
     Setting("max_queue", "int", 32, 0, 100_000),
     Setting("queue_timeout", "duration", 5.0),
     Setting("timeout", "duration", 30.0),  # one request's store work; then 503 (a frozen db)
-    # Failed authentications per client address within the window; then 429 (issue 27: 1,000
+    # Failed authentications per client address within the window; then 429 (1,000
     # wrong tokens at 1,476/s). A person mistyping a token fails a few times, not 20 in 10 s.
     Setting("auth_failure_limit", "int", 20, 1, 100_000),
     Setting("auth_failure_window", "duration", 10.0),

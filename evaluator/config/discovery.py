@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from evaluator.config.table import Setting, Table
-from evaluator.config.values import Checker
+from gpu_health.evaluator.config.table import Setting, Table
+from gpu_health.evaluator.config.values import Checker
 
 # One table per list item (``where`` gets the item's index when read).
 FILE_SD: Final = Table("file_sd_configs[]", (

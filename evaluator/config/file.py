@@ -21,26 +21,42 @@ from typing import Any, Final
 
 import yaml
 
-from evaluator.config.alerting import AlertingConfig, parse_alerting, parse_external_url
-from evaluator.config.api import API, ApiLimits, parse_api_limits
-from evaluator.config.discovery import FileSDConfig, HttpSDConfig, parse_file_sd, parse_http_sd
-from evaluator.config.remediation import SlurmRemediation, parse_remediation
-from evaluator.config.rules import DEFAULT_VERSION, RULES_DIR
-from evaluator.config.scrape import ScrapeConfig, parse_scrape
-from evaluator.config.source import IngestConfig, parse_ingest
-from evaluator.config.storage import STORAGE, HaConfig, PostgresConfig, parse_ha, parse_storage
-from evaluator.config.table import Setting, Table
-from evaluator.config.targets import TargetGroup, parse_groups
-from evaluator.config.values import Checker
-from evaluator.config.writes import DEFAULT_KEEPALIVE, KEEPALIVE, DedupConfig, parse_dedup
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.alerting import AlertingConfig, parse_alerting, parse_external_url
+from gpu_health.evaluator.config.api import API, ApiLimits, parse_api_limits
+from gpu_health.evaluator.config.discovery import (
+    FileSDConfig,
+    HttpSDConfig,
+    parse_file_sd,
+    parse_http_sd,
+)
+from gpu_health.evaluator.config.remediation import SlurmRemediation, parse_remediation
+from gpu_health.evaluator.config.rules import DEFAULT_VERSION, RULES_DIR
+from gpu_health.evaluator.config.scrape import ScrapeConfig, parse_scrape
+from gpu_health.evaluator.config.source import IngestConfig, parse_ingest
+from gpu_health.evaluator.config.storage import (
+    STORAGE,
+    HaConfig,
+    PostgresConfig,
+    parse_ha,
+    parse_storage,
+)
+from gpu_health.evaluator.config.table import Setting, Table
+from gpu_health.evaluator.config.targets import TargetGroup, parse_groups
+from gpu_health.evaluator.config.values import Checker
+from gpu_health.evaluator.config.writes import (
+    DEFAULT_KEEPALIVE,
+    KEEPALIVE,
+    DedupConfig,
+    parse_dedup,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_STORAGE: Final = Path("data/gpu-health.duckdb")
-DEFAULT_LISTEN: Final = "127.0.0.1:9836"
-DEFAULT_TARGET: Final = "127.0.0.1:9835"
+DEFAULT_LISTEN: Final = "127.0.0.1:10347"
+DEFAULT_TARGET: Final = "127.0.0.1:10346"
 DEFAULT_RETENTION_DAYS: Final = 180
 MAX_RETENTION_DAYS: Final = 36_500
 RETENTION_ENV: Final = "GPU_HEALTH_RETENTION_DAYS"
@@ -161,7 +177,7 @@ def retention_days_from_env(environ: Mapping[str, str]) -> int:
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> Config:
     """Read and validate ``path`` (None: built-in defaults); ConfigError lists every problem.
-    ``environ`` is the environment ``evaluator.main`` read once."""
+    ``environ`` is the environment ``gpu_health.evaluator.main`` read once."""
     retention = retention_days_from_env(environ)
     if path is None:
         return default_config(retention)

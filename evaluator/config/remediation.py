@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from evaluator.config.table import Setting, Table
-from evaluator.config.values import Checker
-from evaluator.rules.actions import CHOSEN
+from gpu_health.evaluator.config.table import Setting, Table
+from gpu_health.evaluator.config.values import Checker
+from gpu_health.evaluator.rules.actions import CHOSEN
 
 SLURM: Final = Table("remediation.slurm", (
     Setting("enabled", "bool", False),  # off unless switched on

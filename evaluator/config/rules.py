@@ -1,10 +1,10 @@
 """The rule files: where they live, and reading one into a :class:`RuleSet`.
 
-``rules.dir`` (default: the ``rules/`` folder shipped with the program) holds one
-``<version>.yaml`` per rule set; ``rules.active`` names the one the worker runs. The parsing and
-the override semantics are pure and live in :mod:`evaluator.rules.ruleset`; this module only
-reads the file and checks that its name matches its ``version:`` (DESIGN.md), so the file an
-operator looks at is the file that runs.
+``rules.dir`` (default: the rule sets packaged with the program, :data:`gpu_health.resources.RULES`)
+holds one ``<version>.yaml`` per rule set; ``rules.active`` names the one the worker runs. The
+parsing and the override semantics are pure and live in :mod:`gpu_health.evaluator.rules.ruleset`;
+this module only reads the file and checks that its name matches its ``version:`` (DESIGN.md), so
+the file an operator looks at is the file that runs.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from evaluator.rules.actions import ActionPolicy, parse_policy
-from evaluator.rules.ruleset import RuleSet, parse_ruleset
+from gpu_health import resources
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.rules.actions import ActionPolicy, parse_policy
+from gpu_health.evaluator.rules.ruleset import RuleSet, parse_ruleset
 
-RULES_DIR: Final = Path(__file__).resolve().parents[2] / "rules"
+RULES_DIR: Final = resources.RULES  # the packaged rule sets (a config may point elsewhere)
 DEFAULT_VERSION: Final = "v2-ecc-xid"  # the default ``rules.active``
 DEFAULT_RULE_FILE: Final = RULES_DIR / f"{DEFAULT_VERSION}.yaml"
 ACTION_POLICY_VERSION: Final = "nvidia-memory-v2"
@@ -25,8 +26,8 @@ BASELINE_NAMES: Final = ("baseline-new-correctable", "baseline-repeat")
 
 
 def action_policy_file(rules_dir: Path = RULES_DIR) -> Path:
-    """The shipped recommended-action policy under ``rules.dir`` (the container image copies
-    rules/ elsewhere than the package: the config's rules.dir says where)."""
+    """The shipped recommended-action policy under ``rules.dir`` (the packaged one unless the
+    config's rules.dir names another folder)."""
     return rules_dir / "actions" / f"{ACTION_POLICY_VERSION}.yaml"
 
 
@@ -41,7 +42,7 @@ BASELINE_FILES: Final = baseline_files()
 
 def load_ruleset(path: str | Path = DEFAULT_RULE_FILE, *, env: Mapping[str, str]) -> RuleSet:
     """Read ``rules/<version>.yaml`` and apply overrides from ``env`` (the environment
-    ``evaluator.main`` read once)."""
+    ``gpu_health.evaluator.main`` read once)."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")

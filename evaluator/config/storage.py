@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from evaluator.config.source import secret_file
-from evaluator.config.table import Setting, Table
-from evaluator.config.values import Checker
+from gpu_health.evaluator.config.source import secret_file
+from gpu_health.evaluator.config.table import Setting, Table
+from gpu_health.evaluator.config.values import Checker
 
 STORAGE: Final = Table("storage", (
     Setting("path", "custom", None),  # DuckDB; None: data/gpu-health.duckdb (config/file.py)

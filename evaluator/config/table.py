@@ -1,6 +1,6 @@
 """Config sections declared as tables: each key once, with its kind, default and bounds.
 
-Like :data:`evaluator.rules.params.SPECS` for rule files: a section module writes one
+Like :data:`gpu_health.evaluator.rules.params.SPECS` for rule files: a section module writes one
 :class:`Table` (``evaluator/config/api.py``'s ``API``, ``file.py``'s ``SCRAPE``, ...); its
 dataclass takes every default from the table, the section's unknown-key check takes the keys
 from it, and :meth:`Table.read` reads every plain key through the :class:`Checker`, so the
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
-from evaluator.config.values import Checker
+from gpu_health.evaluator.config.values import Checker
 
 Kind = Literal["bool", "int", "duration", "size", "string", "optional_string", "custom"]
 _PLAIN: Final = frozenset({"bool", "int", "duration", "size", "string", "optional_string"})

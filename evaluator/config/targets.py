@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from evaluator.model import MAX_NODE_ID
+from gpu_health.evaluator.model import MAX_NODE_ID
 
 _LABEL_NAME_RE: Final = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _HOST_RE: Final = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-_]*[A-Za-z0-9])?")

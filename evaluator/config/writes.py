@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
-from evaluator.config.table import Setting, Table
-from evaluator.config.values import Checker
+from gpu_health.evaluator.config.table import Setting, Table
+from gpu_health.evaluator.config.values import Checker
 
 DEDUP: Final = Table("dedup", (
     Setting("max_entries", "int", 4096, 1, 10_000_000),  # 512 nodes x 8 cards

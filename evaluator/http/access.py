@@ -12,7 +12,7 @@ the matched route up and
 A route without a rule is refused (fail closed, 500 and an error in the log), and
 :func:`unruled_routes` lets the host refuse to start with one; the router is enumerated, not a
 hand-kept list. Which series of ``/metrics`` carry node data, and who sees them, is
-:mod:`evaluator.http.ops`; docs/security.md has the whole table.
+:mod:`gpu_health.evaluator.http.ops`; docs/security.md has the whole table.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import Final, TypeVar
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from evaluator.http.api.auth import (
+from gpu_health.errors import ApiError, GpuHealthError
+from gpu_health.evaluator.http.api.auth import (
     BASIC_AUTH_PRINCIPAL,
     Principal,
     TokenSet,
@@ -34,9 +35,8 @@ from evaluator.http.api.auth import (
     is_loopback,
     require_scope,
 )
-from evaluator.http.errors import RequestMetrics, error_middleware
-from evaluator.http.throttle import FailureThrottle
-from gpu_health.errors import ApiError, GpuHealthError
+from gpu_health.evaluator.http.errors import RequestMetrics, error_middleware
+from gpu_health.evaluator.http.throttle import FailureThrottle
 from gpu_health.webguard import REALM, WebGuard
 
 log = logging.getLogger(__name__)

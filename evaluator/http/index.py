@@ -1,7 +1,7 @@
 """``GET /endpoints``: a short HTML page that says what this is and links every endpoint.
 
-``GET /`` is the GPU health page (:mod:`evaluator.http.ui`), which links here. This page lists
-the routes read from the router itself (so a new endpoint appears without anyone editing a
+``GET /`` is the GPU health page (:mod:`gpu_health.evaluator.http.ui`), which links here. This page
+lists the routes read from the router itself (so a new endpoint appears without anyone editing a
 list), each with its access rule, linking those that take no path parameter; and names the
 documents that explain them. It shows no node data (public, like ``/healthz``), escapes
 everything it prints, and allows no script, style or frame
@@ -16,9 +16,9 @@ from typing import Final
 
 from aiohttp import web
 
-from evaluator.http.access import RULES, Rule, allow, routes
-from evaluator.http.api.openapi import document
 from gpu_health import __version__
+from gpu_health.evaluator.http.access import RULES, Rule, allow, routes
+from gpu_health.evaluator.http.api.openapi import document
 
 DOCS: Final = (
     ("docs/api.md", "the read API, its parameters and answers"),

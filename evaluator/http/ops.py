@@ -28,16 +28,16 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 
-from evaluator.config.targets import Target
-from evaluator.http.access import PRINCIPAL, Rule, allow
-from evaluator.http.api.auth import Principal
-from evaluator.ingest.scrape import ScrapeResult
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.http.access import PRINCIPAL, Rule, allow
+from gpu_health.evaluator.http.api.auth import Principal
+from gpu_health.evaluator.ingest.scrape import ScrapeResult
 
 NODE_METRICS_PATH: Final = "/api/v1/gpu-health/metrics"
 
 
 class OpsHost(Protocol):
-    """What the operator endpoints read from the process host (``evaluator.app``)."""
+    """What the operator endpoints read from the process host (``gpu_health.evaluator.app``)."""
 
     registry: CollectorRegistry
     node_registry: CollectorRegistry
@@ -186,7 +186,7 @@ def target_row(target: Target, result: ScrapeResult | None,
 
 class SourceView(Protocol):
     """What the targets page reads from a Prometheus source
-    (``evaluator.ingest.prometheus.source``)."""
+    (``gpu_health.evaluator.ingest.prometheus.source``)."""
 
     def target_view(self) -> tuple[Sequence[Target], Mapping[str, ScrapeResult]]: ...
 

@@ -3,7 +3,8 @@
 The listening socket is bound (:func:`bind`) *before* the process is built, so a taken port
 fails it at once with one clear line (``ListenError``, exit 1) instead of opening the store,
 starting the loops, ticking the worker and then dying in a traceback. Connections are served by
-:class:`~evaluator.http.errors.JsonErrorRunner` (unparseable requests get JSON errors too).
+:class:`~gpu_health.evaluator.http.errors.JsonErrorRunner` (unparseable requests get JSON errors
+too).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Final
 
 from aiohttp import web
 
-from evaluator.http.errors import JsonErrorRunner
 from gpu_health.errors import ListenError
+from gpu_health.evaluator.http.errors import JsonErrorRunner
 from gpu_health.webguard import Refuse, WebGuard
 
 log = logging.getLogger(__name__)

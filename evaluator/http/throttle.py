@@ -1,4 +1,4 @@
-"""A per-client limit on failed authentications (issue 27: 1,000 wrong tokens were tried at
+"""A per-client limit on failed authentications (1,000 wrong tokens were tried at
 1,476/s, nothing slowed them down).
 
 A client (its address as the server sees it) with ``limit`` failed authentications (401) within
@@ -21,8 +21,8 @@ from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter
 
-from evaluator.config.api import ApiLimits
 from gpu_health.errors import ApiError
+from gpu_health.evaluator.config.api import ApiLimits
 
 T = TypeVar("T")
 LIMIT = ApiLimits().auth_failure_limit  # api.auth_failure_limit's default

@@ -30,8 +30,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from evaluator.ingest.exposition import RawSample, parse_samples
-from evaluator.model import UNKNOWN_DETAILS, Counters, MemoryDetails
 from gpu_health.contract import (
     BANK_LEVELS,
     BANK_METRIC,
@@ -47,6 +45,8 @@ from gpu_health.contract import (
     XID_METRIC,
 )
 from gpu_health.errors import ParseError
+from gpu_health.evaluator.ingest.exposition import RawSample, parse_samples
+from gpu_health.evaluator.model import UNKNOWN_DETAILS, Counters, MemoryDetails
 
 MAX_COUNTER = 2**63 - 1
 MAX_GPU_INDEX = 2**31 - 1  # the store's gpu_index column is INTEGER

@@ -27,17 +27,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 
-from evaluator.ingest.dedup import DedupCache, XidDedupCache, rows_to_write
-from evaluator.ingest.scrape import ScrapeResult
-from evaluator.ingest.write_rule import Reason, decide, xid_decision
-from evaluator.model import CardKey, Sample, XidKey, XidSample
-from evaluator.selfmetrics import SelfMetrics
-from evaluator.store.cycles import write_cycle
-from evaluator.store.db import Database
-from evaluator.store.maintenance import NodeRecord
-from evaluator.store.samples import latest_rows
-from evaluator.store.xid_samples import latest_xid_rows
 from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.ingest.dedup import DedupCache, XidDedupCache, rows_to_write
+from gpu_health.evaluator.ingest.scrape import ScrapeResult
+from gpu_health.evaluator.ingest.write_rule import Reason, decide, xid_decision
+from gpu_health.evaluator.model import CardKey, Sample, XidKey, XidSample
+from gpu_health.evaluator.selfmetrics import SelfMetrics
+from gpu_health.evaluator.store.cycles import write_cycle
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.maintenance import NodeRecord
+from gpu_health.evaluator.store.samples import latest_rows
+from gpu_health.evaluator.store.xid_samples import latest_xid_rows
 
 log = logging.getLogger(__name__)
 

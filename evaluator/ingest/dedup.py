@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, Generic, Protocol, TypeVar
 
-from evaluator.config.writes import DedupConfig
-from evaluator.ingest.write_rule import WriteDecision
-from evaluator.model import CardKey, Sample, XidKey, XidSample
+from gpu_health.evaluator.config.writes import DedupConfig
+from gpu_health.evaluator.ingest.write_rule import WriteDecision
+from gpu_health.evaluator.model import CardKey, Sample, XidKey, XidSample
 
 DEFAULT_MAX_ENTRIES: Final = DedupConfig().max_entries  # dedup.max_entries's default
 DEFAULT_IDLE: Final = timedelta(seconds=DedupConfig().idle_seconds)

@@ -22,13 +22,13 @@ from typing import Protocol
 import aiohttp
 import yaml
 
-from evaluator.config.discovery import FileSDConfig, HttpSDConfig
-from evaluator.config.file import Config
-from evaluator.config.targets import Target, TargetGroup, merge_groups, parse_groups
-from evaluator.ingest.scrape import read_capped
-from evaluator.outbound import ClientOptions, client_session
-from evaluator.selfmetrics import SelfMetrics
 from gpu_health.errors import DiscoveryError, ScrapeError
+from gpu_health.evaluator.config.discovery import FileSDConfig, HttpSDConfig
+from gpu_health.evaluator.config.file import Config
+from gpu_health.evaluator.config.targets import Target, TargetGroup, merge_groups, parse_groups
+from gpu_health.evaluator.ingest.scrape import read_capped
+from gpu_health.evaluator.outbound import ClientOptions, client_session
+from gpu_health.evaluator.selfmetrics import SelfMetrics
 
 log = logging.getLogger(__name__)
 

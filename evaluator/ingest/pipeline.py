@@ -11,12 +11,12 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from evaluator.config.targets import Target
-from evaluator.ingest.cycle import CycleReport, Ingestor
-from evaluator.ingest.scrape import Scraper, ScrapeResult
-from evaluator.selfmetrics import SelfMetrics
 from gpu_health.clock import Clock
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
+from gpu_health.evaluator.ingest.scrape import Scraper, ScrapeResult
+from gpu_health.evaluator.selfmetrics import SelfMetrics
 
 log = logging.getLogger(__name__)
 FAILED_WRITES = 3  # consecutive failed cycles before /readyz says so (one is a blip)
@@ -76,7 +76,7 @@ class IngestPipeline:
     async def _record_targets(self, results: Sequence[ScrapeResult]) -> None:
         # Log transitions only: a dead target would otherwise log once per cycle forever. At
         # most LOGGED_TRANSITIONS lines each way per cycle, then one summary: 20,000 new
-        # targets on a closed port logged 20,000 lines from the event loop (issue 27).
+        # targets on a closed port logged 20,000 lines from the event loop.
         down, up = [], []
         for r in results:
             previous = self._up.get(r.target.url)

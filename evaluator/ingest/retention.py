@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Final
 
-from evaluator.selfmetrics import SelfMetrics
-from evaluator.store.db import Database
-from evaluator.store.maintenance import Deleted, delete_samples_before_async
 from gpu_health.clock import Clock
+from gpu_health.evaluator.selfmetrics import SelfMetrics
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.maintenance import Deleted, delete_samples_before_async
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ class Retention:
         self.every_rows = every_rows
         self.timeout = timeout
         # Several evaluators on one store: only the leader cleans up, under its fence
-        # (evaluator.cluster.membership.Cluster.leading: None on a follower). Alone: directly.
+        # (gpu_health.evaluator.cluster.membership.Cluster.leading: None on a follower). Alone:
+        # directly.
         self.leading = leading or _directly
         self.pending_rows = 0
         self.runs = 0

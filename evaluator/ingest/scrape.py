@@ -21,11 +21,11 @@ from datetime import datetime
 
 import aiohttp
 
-from evaluator.config.targets import Target
-from evaluator.ingest.cards import CardExtraction, parse_cards
-from evaluator.outbound import ClientOptions, client_session
 from gpu_health.clock import Clock
 from gpu_health.errors import GpuHealthError, ScrapeError
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.cards import CardExtraction, parse_cards
+from gpu_health.evaluator.outbound import ClientOptions, client_session
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Scraper:
         """Scrape every target concurrently; results in the order of ``targets``.
 
         ``max_concurrency`` workers take the targets in turn: one task per target made 20,000
-        tasks in one step of the event loop and held /healthz for seconds (issue 27)."""
+        tasks in one step of the event loop and held /healthz for seconds."""
         results: list[ScrapeResult | None] = [None] * len(targets)
         queue = iter(enumerate(targets))  # shared: each worker takes the next target
 

@@ -38,7 +38,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Final
 
-from evaluator.model import Sample, XidSample
+from gpu_health.evaluator.model import Sample, XidSample
 
 
 class Reason(StrEnum):

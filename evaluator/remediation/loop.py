@@ -4,7 +4,7 @@ operator resolves the alert (docs/slurm.md). One tick:
 1. read the open alerts, the closed alerts whose node we drained, and the last audited result
    of each (a database thread);
 2. when one of them still needs a decision, read ``sinfo`` once and let the pure policy
-   (:mod:`evaluator.remediation.policy`) decide;
+   (:mod:`gpu_health.evaluator.remediation.policy`) decide;
 3. run each ``scontrol update`` it asks for (a failure is ``failed``, retried next tick);
 4. audit every result that changed, log it and count it
    (``gpu_health_evaluator_remediation_total{action,result}``).
@@ -24,15 +24,15 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter
 
-from evaluator.config.remediation import SlurmRemediation
-from evaluator.remediation.policy import DRAIN, FINAL, RESUME, AlertRow, Step, decide
-from evaluator.remediation.slurm import Slurm
-from evaluator.rules.actions import CardActions
-from evaluator.store.alerts import open_alerts
-from evaluator.store.db import Database
-from evaluator.store.remediation import Entry, last_results, record, resume_candidates
 from gpu_health.clock import Clock
 from gpu_health.errors import CollectError
+from gpu_health.evaluator.config.remediation import SlurmRemediation
+from gpu_health.evaluator.remediation.policy import DRAIN, FINAL, RESUME, AlertRow, Step, decide
+from gpu_health.evaluator.remediation.slurm import Slurm
+from gpu_health.evaluator.rules.actions import CardActions
+from gpu_health.evaluator.store.alerts import open_alerts
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.remediation import Entry, last_results, record, resume_candidates
 
 log = logging.getLogger(__name__)
 METRIC: Final = "gpu_health_evaluator_remediation"

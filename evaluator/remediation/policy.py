@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from evaluator.config.remediation import SlurmRemediation
-from evaluator.remediation.slurm import Cluster, SlurmNode, drain_reason
+from gpu_health.evaluator.config.remediation import SlurmRemediation
+from gpu_health.evaluator.remediation.slurm import Cluster, SlurmNode, drain_reason
 
 DRAIN, RESUME = "drain", "resume"
 # Results after which the alert's step is never decided again.

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from evaluator.rules.ruleset import yaml_mapping
 from gpu_health.contract import RECOVERY_ACTIONS
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.rules.ruleset import yaml_mapping
 
 ACTIONS: Final = ("replace_candidate", "reboot_node", "reset_gpu", "restart_workload", "none",
                   "unknown")

@@ -7,8 +7,8 @@ explanation carrying the numbers. Semantics (reference "命中窗口与回填"):
 - hit: a fault event of the predicted card (same UUID) lies inside the window: an
   uncorrectable-ECC increase point, or, when the prediction's OWN rule version lists
   ``fault_xids`` (v2-ecc-xid), an increase of one of those memory-XID counts
-  (:mod:`evaluator.rules.faults`). Decided as soon as it is seen: nothing later can undo it, and
-  alerts need it early. The earlier of the two events is the one reported;
+  (:mod:`gpu_health.evaluator.rules.faults`). Decided as soon as it is seen: nothing later can undo
+  it, and alerts need it early. The earlier of the two events is the one reported;
 - otherwise nothing is decided before ``now >= window_end``. Then:
 - voided: no sample at all in the window (collection stalled, node offline), a sample with a
   different UUID (card swapped), or no sample with a known uncorrectable count (the outcome was
@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from evaluator.model import ResolvedStatus
 from gpu_health.clock import rfc3339
+from gpu_health.evaluator.model import ResolvedStatus
 
 Status = ResolvedStatus
 

@@ -7,9 +7,10 @@ only steer the worker (``enabled``, ``scan_interval_minutes``) or the statistics
 (``stats_min_*``) and can change without creating a new version: predictions made under either
 value are the same predictions.
 
-``fault_xids`` (which memory XIDs count as fault events, see :mod:`evaluator.rules.faults`) is
-frozen too, but left out of the hashed parameters while it has its default (empty: ECC-only), so
-every version recorded before the parameter existed keeps its hash and its history.
+``fault_xids`` (which memory XIDs count as fault events, see
+:mod:`gpu_health.evaluator.rules.faults`) is frozen too, but left out of the hashed parameters while
+it has its default (empty: ECC-only), so every version recorded before the parameter existed keeps
+its hash and its history.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any, Final, Literal
 
-from evaluator.rules.faults import MEMORY_XIDS
+from gpu_health.evaluator.rules.faults import MEMORY_XIDS
 
 Kind = Literal["bool", "int", "float", "int_list"]
 

@@ -8,7 +8,7 @@ parameter yields a distinct effective version ``<version>+p<5 hex of the params 
 predictions made under different parameters never share a version.
 
 Pure: :func:`parse_ruleset` takes the file's text and the environment as a mapping (read once
-by ``evaluator.main``); reading the file is ``evaluator.config.rules``.
+by ``gpu_health.evaluator.main``); reading the file is ``gpu_health.evaluator.config.rules``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any, Final
 
 import yaml
 
-from evaluator.rules.params import (
+from gpu_health.errors import ConfigError
+from gpu_health.evaluator.rules.params import (
     FROZEN_KEYS,
     KEYS,
     OPTIONAL_KEYS,
@@ -31,7 +32,6 @@ from evaluator.rules.params import (
     cross_problems,
     params_hash,
 )
-from gpu_health.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

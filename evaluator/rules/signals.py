@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 
-from evaluator.rules.model import CardFeatures, Decision, Layer, SignalHit
-from evaluator.rules.params import RuleParams
+from gpu_health.evaluator.rules.model import CardFeatures, Decision, Layer, SignalHit
+from gpu_health.evaluator.rules.params import RuleParams
 
 Check = Callable[[CardFeatures, RuleParams], SignalHit | None]
 

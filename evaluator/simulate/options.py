@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from evaluator.config.file import Config
-from evaluator.config.values import Checker
-from evaluator.config.writes import DEFAULT_KEEPALIVE
-from evaluator.simulate.profiles import PROFILES
 from gpu_health.durations import parse_duration
+from gpu_health.evaluator.config.file import Config
+from gpu_health.evaluator.config.values import Checker
+from gpu_health.evaluator.config.writes import DEFAULT_KEEPALIVE
+from gpu_health.evaluator.simulate.profiles import PROFILES
 from gpu_health.timestamps import parse_timestamp
 
 

@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Final
 
-from evaluator.config.writes import DEFAULT_KEEPALIVE
-from evaluator.ingest.write_rule import decide
-from evaluator.model import CardKey, Counters, Sample
 from gpu_health.contract import SOURCE_SIMULATED
+from gpu_health.evaluator.config.writes import DEFAULT_KEEPALIVE
+from gpu_health.evaluator.ingest.write_rule import decide
+from gpu_health.evaluator.model import CardKey, Counters, Sample
 
 PROFILES: Final = ("healthy", "degrading", "burst", "uncorrectable", "card_swap", "stall")
 DEGRADING_ONSET_DAYS: Final = 1.0
@@ -122,7 +122,7 @@ def readings(profile: str, key: CardKey, start: datetime, end: datetime, step: t
         at += step
 
 
-# The demo's live card (evaluator/demo.py): the days before the demo starts, so the v2 trend
+# The demo's live card (evaluator/demo/): the days before the demo starts, so the v2 trend
 # signal can judge it within minutes. Correctable errors added per 24 h, oldest day first: the
 # last three days grow (k = 3 strictly increasing windows) while the newest stays under
 # min_increase (32), so the history alone predicts nothing and the live ramp (1, 2, 3, ... per

@@ -1,7 +1,7 @@
 """``gpu-health-evaluator simulate``: write simulated samples, or purge them.
 
-Samples come from the pure generators in ``evaluator.simulate.profiles`` and pass through the
-production write rule (change-only + keepalive) before insertion, so the rows look exactly like
+Samples come from the pure generators in ``gpu_health.evaluator.simulate.profiles`` and pass through
+the production write rule (change-only + keepalive) before insertion, so the rows look exactly like
 what the scrape loop would have stored. Everything is written with ``source='simulated'`` in one
 transaction (an interrupted run leaves nothing behind); nodes are ``<prefix><profile>``. A run
 refuses to add to nodes that already hold simulated samples (``--purge`` first), and ``--purge``
@@ -19,17 +19,17 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evaluator.config.writes import DEFAULT_KEEPALIVE
-from evaluator.model import CardKey, Sample
-from evaluator.simulate.options import SimulateOptions
-from evaluator.simulate.profiles import change_only, readings, steps_between
-from evaluator.store.db import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.maintenance import purge_simulated, simulated_nodes_present
-from evaluator.store.samples import insert_samples
 from gpu_health.clock import Clock, system_clock
 from gpu_health.contract import SOURCE_SIMULATED
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.writes import DEFAULT_KEEPALIVE
+from gpu_health.evaluator.model import CardKey, Sample
+from gpu_health.evaluator.simulate.options import SimulateOptions
+from gpu_health.evaluator.simulate.profiles import change_only, readings, steps_between
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.maintenance import purge_simulated, simulated_nodes_present
+from gpu_health.evaluator.store.samples import insert_samples
 
 log = logging.getLogger(__name__)
 

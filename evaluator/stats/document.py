@@ -14,7 +14,8 @@
 - precision, recall and F1 are None (JSON null, never 0) below ``stats_min_matured`` matured
   predictions or ``stats_min_observed_days`` observed days; the note says how far off it is;
 - ``precision_ci95`` and ``recall_ci95``: the 95% Wilson interval ``[low, high]`` of each ratio
-  from the counts shown beside it (:mod:`evaluator.stats.intervals`); null with the ratio.
+  from the counts shown beside it (:mod:`gpu_health.evaluator.stats.intervals`); null with the
+  ratio.
 
 Both windows (7 and 30 days) are always reported side by side. Simulated data is counted only when
 ``source='simulated'`` is asked for explicitly. ``prediction_stats`` is the fixed interface the
@@ -27,18 +28,18 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from evaluator.model import STATUSES
-from evaluator.rules.faults import fault_events
-from evaluator.stats.intervals import ci95
-from evaluator.store.db import Database
-from evaluator.store.rollups import day_floor
-from evaluator.store.stats import Fault, RawStats, raw_stats
 from gpu_health.clock import rfc3339
 from gpu_health.contract import SOURCES
 from gpu_health.errors import GpuHealthError
+from gpu_health.evaluator.model import STATUSES
+from gpu_health.evaluator.rules.faults import fault_events
+from gpu_health.evaluator.stats.intervals import ci95
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.rollups import day_floor
+from gpu_health.evaluator.store.stats import Fault, RawStats, raw_stats
 
 if TYPE_CHECKING:
-    from evaluator.rules.ruleset import RuleSet
+    from gpu_health.evaluator.rules.ruleset import RuleSet
 
 DEFAULT_RETENTION_DAYS: Final = 180
 WINDOWS: Final = (7, 30)
@@ -61,7 +62,7 @@ def default_since(now: datetime, retention_days: int) -> datetime:
     """The default period's start: the first UTC midnight at or after ``now`` minus the
     retention. The statistics read whole sealed days from their rollups; a start inside a day
     made them aggregate that day's raw rows from it to midnight (16,384 cards: 0.15 s with a
-    start at midnight, 0.35 s at 00:30, issue 33). A ``since`` the caller gives is kept as is."""
+    start at midnight, 0.35 s at 00:30). A ``since`` the caller gives is kept as is."""
     start = (now - timedelta(days=retention_days)).astimezone(UTC)
     floor = day_floor(start)
     return min(now, floor if floor == start else floor + timedelta(days=1))

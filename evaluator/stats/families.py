@@ -2,7 +2,7 @@
 
 Every ratio the statistics report as null (not enough data) is ABSENT here, never 0, and so are
 its interval bounds; docs/dashboards.md lists the names. :func:`families` yields them in a fixed
-order for :class:`evaluator.stats.snapshot.PredictionStateCollector`.
+order for :class:`gpu_health.evaluator.stats.snapshot.PredictionStateCollector`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from gpu_health.contract import COUNTER_KEYS
 
 if TYPE_CHECKING:
-    from evaluator.rules.actions import Recommendation
-    from evaluator.store.api_queries import CardCapability
-    from evaluator.store.prediction_state import OpenPrediction
+    from gpu_health.evaluator.rules.actions import Recommendation
+    from gpu_health.evaluator.store.api_queries import CardCapability
+    from gpu_health.evaluator.store.prediction_state import OpenPrediction
 
 DAY_SECONDS: Final = 86400.0
 P: Final = "gpu_health_"
@@ -31,7 +31,7 @@ OPEN_LABELS: Final = ["node", "gpu", "uuid", "rule_version", "signal", "layer", 
 class Snapshot:
     taken_at: datetime
     duration_seconds: float
-    stats: dict[str, Any]  # evaluator.stats.document.prediction_stats(source="real")
+    stats: dict[str, Any]  # gpu_health.evaluator.stats.document.prediction_stats(source="real")
     cards: tuple[CardCapability, ...]
     stalled: frozenset[tuple[str, int]]  # (node, gpu) with no sample for longer than the stall
     open_predictions: tuple[OpenPrediction, ...]

@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, Any, Final
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from evaluator.rules.actions import ActionPolicy, Recommendation, recommend
-from evaluator.stats.document import prediction_stats
-from evaluator.stats.families import Snapshot, families
-from evaluator.store.actions import card_states
-from evaluator.store.api_queries import capabilities
-from evaluator.store.db import Database
-from evaluator.store.prediction_state import open_predictions
 from gpu_health.clock import Clock
 from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.rules.actions import ActionPolicy, Recommendation, recommend
+from gpu_health.evaluator.stats.document import prediction_stats
+from gpu_health.evaluator.stats.families import Snapshot, families
+from gpu_health.evaluator.store.actions import card_states
+from gpu_health.evaluator.store.api_queries import capabilities
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.prediction_state import open_predictions
 
 if TYPE_CHECKING:
-    from evaluator.rules.ruleset import RuleSet
+    from gpu_health.evaluator.rules.ruleset import RuleSet
 
 DEFAULT_REFRESH_SECONDS: Final = 60.0
 DEFAULT_STALL: Final = timedelta(minutes=60)

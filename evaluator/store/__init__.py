@@ -7,6 +7,6 @@ package are typed query sets over ``Database`` (samples, predictions, stats, ...
 in SQL both engines accept.
 """
 
-from evaluator.store.db import Database
+from gpu_health.evaluator.store.db import Database
 
 __all__ = ["Database"]

@@ -1,10 +1,10 @@
-"""What the recommended-action policy reads per card (:mod:`evaluator.rules.actions`).
+"""What the recommended-action policy reads per card (:mod:`gpu_health.evaluator.rules.actions`).
 
 Two statements: the newest sample of each card in the last week (rows are written whole,
 change-only with a keep-alive, so the newest row holds the card's latest known row-remap state,
 recovery action and pending page retirement),
 and the memory-Xid fault events of each card within the policy's window (the same event
-definition as the statistics: :data:`evaluator.store.xid_samples.XID_EVENT`).
+definition as the statistics: :data:`gpu_health.evaluator.store.xid_samples.XID_EVENT`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Final
 
-from evaluator.rules.actions import CardState
-from evaluator.store.db import Database
-from evaluator.store.xid_samples import TABLE as XID_TABLE
-from evaluator.store.xid_samples import XID_EVENT, XID_PREV
 from gpu_health.clock import to_naive_utc
 from gpu_health.contract import MEMORY_XIDS, RECOVERY_ACTIONS
+from gpu_health.evaluator.rules.actions import CardState
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.xid_samples import TABLE as XID_TABLE
+from gpu_health.evaluator.store.xid_samples import XID_EVENT, XID_PREV
 
 LOOKBACK: Final = timedelta(days=7)
 Card = tuple[str, int, "str | None"]

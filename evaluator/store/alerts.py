@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from evaluator.store.conflicts import retry_conflicts
-from evaluator.store.db import Database
-from evaluator.store.sql import compose
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.durations import format_duration
+from gpu_health.evaluator.store.conflicts import retry_conflicts
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.sql import compose
 
 SYSTEM_ACTOR: Final = "system"
 

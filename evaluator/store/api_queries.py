@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.store.db import Database
-from evaluator.store.rollups import covered, watermark
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import COUNTER_KEYS
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.rollups import covered, watermark
 
 PREDICTION_COLUMNS = (
     "id", "node_id", "gpu_index", "gpu_uuid", "source", "rule_version", "window_days", "t0",

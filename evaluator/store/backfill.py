@@ -15,7 +15,7 @@ precision drift), counted by UUID, and the first fault event of the predicted ca
   its predictions never become hits through XIDs. The ``lag()`` runs over the whole history of
   the candidate series (change-only rows: the previous count is usually older than t0).
 
-The classification into hit / miss / voided is pure (:mod:`evaluator.rules.outcome`).
+The classification into hit / miss / voided is pure (:mod:`gpu_health.evaluator.rules.outcome`).
 """
 
 from __future__ import annotations
@@ -24,21 +24,29 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from evaluator.rules.faults import fault_xids_from_json
-from evaluator.rules.outcome import WindowObservation
-from evaluator.store.db import Database
-from evaluator.store.rollup_sql import AGGREGATE, DAYS, EDGES, FIELDS, FIRST_INCREASE, prev_unc
-from evaluator.store.rollups import EPOCH, sealed_until
-from evaluator.store.sql import compose
-from evaluator.store.window_edges import refresh_edges
-from evaluator.store.xid_samples import TABLE as XID_TABLE
-from evaluator.store.xid_samples import XID_EVENT, XID_EVENT_BEFORE, XID_PREV
 from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.evaluator.rules.faults import fault_xids_from_json
+from gpu_health.evaluator.rules.outcome import WindowObservation
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.rollup_sql import (
+    AGGREGATE,
+    DAYS,
+    EDGES,
+    FIELDS,
+    FIRST_INCREASE,
+    prev_unc,
+)
+from gpu_health.evaluator.store.rollups import EPOCH, sealed_until
+from gpu_health.evaluator.store.sql import compose
+from gpu_health.evaluator.store.window_edges import refresh_edges
+from gpu_health.evaluator.store.xid_samples import TABLE as XID_TABLE
+from gpu_health.evaluator.store.xid_samples import XID_EVENT, XID_EVENT_BEFORE, XID_PREV
 
 # Per pending prediction: the partial first day of its window is a head edge when that day is
 # sealed (lead_end <= cov), the partial last day a tail edge once the window is over and that day
-# sealed (:mod:`evaluator.store.window_edges`); the sealed days between come from the rollups and
-# the rest (tail_from to upto) from the raw rows. $sealed: the watermark (the epoch when none).
+# sealed (:mod:`gpu_health.evaluator.store.window_edges`); the sealed days between come from the
+# rollups and the rest (tail_from to upto) from the raw rows. $sealed: the watermark (the epoch when
+# none).
 _PEND: Final = """
     SELECT *, CASE WHEN use_trail THEN trail_start ELSE cov END AS days_end,
            CASE WHEN use_trail THEN NULL WHEN use_lead THEN cov ELSE t0 END AS tail_from

@@ -18,7 +18,7 @@ opened for writing:
   ids are deterministic and outcomes are compare-and-set).
 
 :func:`refuse_backtest_file` is the other direction: the live evaluator refuses a marked file.
-The bulk import of history is :mod:`evaluator.store.backtest_import`.
+The bulk import of history is :mod:`gpu_health.evaluator.store.backtest_import`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from evaluator.store.db import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.errors import BacktestError, ConfigError, StoreError
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 
 MARKER: Final = "gpu_health_backtest_runs"
 _CREATE: Final = f"""CREATE TABLE IF NOT EXISTS {MARKER} (

@@ -1,7 +1,7 @@
-"""The bulk import of history into a backtest file (:mod:`evaluator.store.backtest`).
+"""The bulk import of history into a backtest file (:mod:`gpu_health.evaluator.store.backtest`).
 
-The rows of counter histories (:mod:`evaluator.backtest.history`) are written in bulk: runs of
-constant counts are staged once and expanded into rows inside DuckDB.
+The rows of counter histories (:mod:`gpu_health.evaluator.backtest.history`) are written in bulk:
+runs of constant counts are staged once and expanded into rows inside DuckDB.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from evaluator.store.db import Database
-from evaluator.store.sql import unnest_rows
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.sql import unnest_rows
 
 _US: Final = timedelta(microseconds=1)
 
@@ -33,7 +33,7 @@ def stage_segments(db: Database, rows: Sequence[tuple[Any, ...]]) -> None:
 def expand_segments(db: Database, start: datetime, end: datetime, period: timedelta) -> int:
     """Insert the rows of the staged runs that fall in ``[start, end)``: each run's first reading
     and every ``period`` after it, up to its last reading (the write rule's closed form, see
-    :mod:`evaluator.backtest.history`), in time order. Returns the number inserted."""
+    :mod:`gpu_health.evaluator.backtest.history`), in time order. Returns the number inserted."""
     row = db.fetchone(
         f"""INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
                 ecc_uncorrected_total, ecc_corrected_total, retired_pages,

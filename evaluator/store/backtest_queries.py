@@ -1,11 +1,12 @@
 """The backtest's queries over its own file: the replay's plans and the report's counts.
 
 Set-based, one statement per question: in which time buckets a card could fire a known signal
-(:mod:`evaluator.backtest.activity` derives the bucket counts and argues why), the
+(:mod:`gpu_health.evaluator.backtest.activity` derives the bucket counts and argues why), the
 uncorrectable increase points (:data:`ECC_INCREASES`, over the raw rows of a backtest file: the
-points the statistics find from segments, :mod:`evaluator.store.rollup_sql`), a version's
+points the statistics find from segments, :mod:`gpu_health.evaluator.store.rollup_sql`), a version's
 predictions already in the file, and the report's per-version counts and base rates. Nothing
-here runs against a live store: :mod:`evaluator.store.backtest` only hands out backtest files.
+here runs against a live store: :mod:`gpu_health.evaluator.store.backtest` only hands out backtest
+files.
 """
 
 from __future__ import annotations
@@ -14,17 +15,17 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from evaluator.store.db import Database
-from evaluator.store.sql import compose
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.sql import compose
 
 _US: Final = timedelta(microseconds=1)
 Fault = tuple[str, int, str | None, datetime]  # node, index, UUID, first fault
 
 # Cards whose counters ever move (or show a fault or remap failure): the only ones any known
-# signal can fire for (see :mod:`evaluator.backtest.activity`); one cheap aggregate that keeps
-# the per-bucket pass below to those cards.
+# signal can fire for (see :mod:`gpu_health.evaluator.backtest.activity`); one cheap aggregate that
+# keeps the per-bucket pass below to those cards.
 _CHANGING: Final = """
     SELECT node_id, gpu_index FROM gpu_health_samples WHERE source = $source
     GROUP BY node_id, gpu_index
@@ -76,7 +77,7 @@ _ACTIVE: Final = """WITH cards AS ({changing}),
 # The uncorrectable-ECC increase points of the cards of a CTE ``cand`` (node_id, gpu_index,
 # gpu_uuid) among their rows in [$since, $until]: rows whose known count is above the previous
 # known count of the same series (node, index, UUID). The backtest's replay plan reads the same
-# points (:mod:`evaluator.store.backtest_queries`).
+# points (:mod:`gpu_health.evaluator.store.backtest_queries`).
 ECC_INCREASES: Final = """
     SELECT node_id, gpu_index, gpu_uuid, sampled_at FROM (
         SELECT s.node_id, s.gpu_index, s.gpu_uuid, s.sampled_at,
@@ -97,9 +98,9 @@ def active_ranges(db: Database, *, bucket: timedelta, strong: int, trend: int,
                   base: tuple[int, int], min_increase: int
                   ) -> list[tuple[str, int, str, int, int]]:
     """(node, index, kind, first, last) runs of buckets ``[k*bucket, (k+1)*bucket)`` in which
-    a card could fire a known signal at some tick (:mod:`evaluator.backtest.activity` derives
-    the bucket counts), among the cards whose counters move at all. Over the card's rows in the
-    last ``strong`` buckets: an uncorrectable count or a row-remap failure above 0 (kind
+    a card could fire a known signal at some tick (:mod:`gpu_health.evaluator.backtest.activity`
+    derives the bucket counts), among the cards whose counters move at all. Over the card's rows in
+    the last ``strong`` buckets: an uncorrectable count or a row-remap failure above 0 (kind
     ``strong``); over the last ``trend`` buckets (kind ``trend``): the correctable count spans
     at least ``min_increase`` while a known correctable count exists ``base`` buckets back
     (from ``base[0]`` to ``base[1]``; negative: ahead), or pending remaps or retired pages

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.store.db import Database
 
 LEASE: Final = "leader"
 _US: Final = timedelta(microseconds=1)

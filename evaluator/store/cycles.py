@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from evaluator.model import Sample, XidSample
-from evaluator.store.db import Database
-from evaluator.store.maintenance import NodeRecord, upsert_nodes
-from evaluator.store.samples import insert_samples
-from evaluator.store.xid_samples import insert_xid_samples
+from gpu_health.evaluator.model import Sample, XidSample
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.maintenance import NodeRecord, upsert_nodes
+from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.xid_samples import insert_xid_samples
 
 
 def write_cycle(db: Database, samples: Sequence[Sample], nodes: Sequence[NodeRecord] = (),

@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
-from evaluator.store.rollup_sql import SEALED_MEMO, STATE
-from evaluator.store.schema import MIGRATIONS, Only
-from evaluator.store.sql import Dialect
 from gpu_health.clock import from_naive_utc, system_clock, to_naive_utc
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.store.rollup_sql import SEALED_MEMO, STATE
+from gpu_health.evaluator.store.schema import MIGRATIONS, Only
+from gpu_health.evaluator.store.sql import Dialect
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# A statement's values, by the names of its $name placeholders (evaluator.store.sql).
+# A statement's values, by the names of its $name placeholders (gpu_health.evaluator.store.sql).
 Params = Mapping[str, Any]
 MIGRATION_LOCK = 0x6770_7568_6561  # advisory-lock key: one evaluator migrates at a time
 
@@ -52,22 +52,22 @@ class Result:
 class Database(ABC):
     """The store as the stages use it, whichever engine holds it: statements (counted, driver
     errors wrapped), transactions, migrations, the thread pool. An engine
-    (:class:`~evaluator.store.engines.duckdb.DuckDBDatabase`,
-    :class:`~evaluator.store.engines.postgres.PostgresDatabase`) says how a statement runs and
-    sets what differs below."""
+    (:class:`~gpu_health.evaluator.store.engines.duckdb.DuckDBDatabase`,
+    :class:`~gpu_health.evaluator.store.engines.postgres.PostgresDatabase`) says how a statement
+    runs and sets what differs below."""
 
     # Which engine runs (a migration step may be for one engine only).
     engine: ClassVar[str]
-    # Its text where the shared statements cannot agree (evaluator.store.sql).
+    # Its text where the shared statements cannot agree (gpu_health.evaluator.store.sql).
     dialect: ClassVar[Dialect]
     # False: this process is the only writer, so a store module may keep a value in step with
     # its table in ``memo``. True: other evaluators write too, so such values are read again in
     # the transaction that relies on them.
     shared: ClassVar[bool]
-    # How far the rollup watermark moves at a time (evaluator.store.rollups).
+    # How far the rollup watermark moves at a time (gpu_health.evaluator.store.rollups).
     seal_every: timedelta
     # Statements the rules' feature extraction is split into, each on its own connection
-    # (evaluator.store.features).
+    # (gpu_health.evaluator.store.features).
     feature_shards: int
 
     def __init__(self, path: str, threads: int) -> None:
@@ -111,7 +111,7 @@ class Database(ABC):
 
     def _counted(self, params: object) -> None:
         """Count a statement about to run; refuse positional parameters (one placeholder style:
-        ``$name`` with a dict, evaluator.store.sql)."""
+        ``$name`` with a dict, gpu_health.evaluator.store.sql)."""
         if params is not None and not isinstance(params, Mapping):
             raise TypeError("store statements bind named parameters: $name with a dict of "
                             f"values, not a {type(params).__name__}")
@@ -172,7 +172,8 @@ class Database(ABC):
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking store call on the database thread pool, from async code. The caller's
-        context goes along (the leader's fence, :data:`evaluator.store.engines.postgres.FENCE`)."""
+        context goes along (the leader's fence,
+        :data:`gpu_health.evaluator.store.engines.postgres.FENCE`)."""
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         return await loop.run_in_executor(self._executor, ctx.run, fn, *args)

@@ -40,12 +40,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-from evaluator.rules.model import CardFeatures
-from evaluator.rules.params import RuleParams
-from evaluator.store.db import Database
-from evaluator.store.features_sql import build_sql, offsets
-from evaluator.store.rollups import day_floor, watermark
 from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.features_sql import build_sql, offsets
+from gpu_health.evaluator.store.rollups import day_floor, watermark
 
 
 def card_features(
@@ -149,7 +149,7 @@ def _int(value: Any) -> int | None:
 
 
 def row_quick_test(row: Sequence[Any], k: int) -> tuple[bool, int | None]:
-    """The threshold-free part of :func:`evaluator.rules.signals.could_fire`, read off a
+    """The threshold-free part of :func:`gpu_health.evaluator.rules.signals.could_fire`, read off a
     :func:`feature_rows` row (``k``: the rows' ``consecutive_windows``): whether a strong,
     pending-remap or retired-page signal may fire, and the last growth window's correctable
     increase (None: unknown), the one number could_fire compares with ``min_increase``."""

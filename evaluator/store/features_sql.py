@@ -1,9 +1,10 @@
-"""The feature-extraction statement (see :mod:`evaluator.store.features` for the semantics).
+"""The feature-extraction statement (see :mod:`gpu_health.evaluator.store.features` for the
+semantics).
 
-Built per parameter set, number of scan slices and engine (its :class:`~evaluator.store.sql.Dialect`
-supplies the boundary probes and the as-of join); every value is a bound parameter. A NULL UUID
-is keyed as '' for the join equalities (Prometheus itself treats an empty label value as an
-absent label, so no card reports '' as its UUID).
+Built per parameter set, number of scan slices and engine (its
+:class:`~gpu_health.evaluator.store.sql.Dialect` supplies the boundary probes and the as-of join);
+every value is a bound parameter. A NULL UUID is keyed as '' for the join equalities (Prometheus
+itself treats an empty label value as an absent label, so no card reports '' as its UUID).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Final
 
-from evaluator.rules.params import RuleParams
-from evaluator.store.sql import Dialect, compose
+from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.store.sql import Dialect, compose
 
 # alias -> counter column
 _NEEDED: Final[dict[str, str]] = {

@@ -4,7 +4,7 @@ The import runs only on a store without real samples, and writes for minutes (15
 day each for 15 days). A process stopped half-way (SIGTERM, OOM kill, power) used to leave a
 store that *holds real samples*, so the next start skipped the import and the live source
 skipped everything older than ``max_catchup``: 815,466 rows instead of 939,312, 4 predictions
-instead of 302 (issue 27). The marker is written before the first row and completed after the
+instead of 302. The marker is written before the first row and completed after the
 last replay; a marker left open means the import did not finish, and everything real it wrote
 is removed before it runs again (the store held no real data before it began).
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from evaluator.store.db import Database
-from evaluator.store.rollup_sql import EDGES
 from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.rollup_sql import EDGES
 
 TABLE = "gpu_health_history_imports"
 

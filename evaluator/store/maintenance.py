@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from evaluator.store import rollups
-from evaluator.store.db import Database
-from evaluator.store.sql import unnest_rows
-from evaluator.store.xid_samples import TABLE as XID_TABLE
-from evaluator.store.xid_samples import delete_xid_samples_before
 from gpu_health.clock import to_naive_utc
 from gpu_health.contract import SOURCE_SIMULATED
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.store import rollups
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.sql import unnest_rows
+from gpu_health.evaluator.store.xid_samples import TABLE as XID_TABLE
+from gpu_health.evaluator.store.xid_samples import delete_xid_samples_before
 
 
 @dataclass(frozen=True, slots=True)

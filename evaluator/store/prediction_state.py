@@ -2,8 +2,8 @@
 nodes with real samples (the demo's guard).
 
 One statement each, whatever the number of cards. The rest of the dashboard snapshot reuses the
-statistics (:mod:`evaluator.store.stats`) and the capability matrix
-(:func:`evaluator.store.api_queries.capabilities`).
+statistics (:mod:`gpu_health.evaluator.store.stats`) and the capability matrix
+(:func:`gpu_health.evaluator.store.api_queries.capabilities`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from evaluator.store.db import Database
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.store.db import Database
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from evaluator.model import RESOLVED
-from evaluator.rules.model import Decision
-from evaluator.rules.outcome import Outcome
-from evaluator.store.conflicts import retry_conflicts
-from evaluator.store.db import Database, Params
 from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.evaluator.model import RESOLVED
+from gpu_health.evaluator.rules.model import Decision
+from gpu_health.evaluator.rules.outcome import Outcome
+from gpu_health.evaluator.store.conflicts import retry_conflicts
+from gpu_health.evaluator.store.db import Database, Params
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from evaluator.store.db import Database
-from evaluator.store.sql import unnest_rows
 from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.sql import unnest_rows
 
 _COLUMNS = ("actor", "step", "result", "alert_id", "node_id", "slurm_node", "gpu_index",
             "card_action", "slurm_reason", "reason")

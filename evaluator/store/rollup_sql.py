@@ -1,4 +1,5 @@
-"""SQL of the per-card daily rollups (see :mod:`evaluator.store.rollups` for when they are used).
+"""SQL of the per-card daily rollups (see :mod:`gpu_health.evaluator.store.rollups` for when they
+are used).
 
 A *segment* summarises the rows of one series (source, node, index, UUID) over one stretch of
 time that no other segment of the series overlaps: a sealed day (``gpu_health_sample_days``), the
@@ -122,7 +123,7 @@ CAND: Final = (" AND EXISTS (SELECT 1 FROM cand c WHERE c.node_id = g.node_id"
 
 # Over a relation {segs} (key columns {key}, segment fields): per key, the first increase point
 # of the known uncorrectable counts, with the counts before and after it (holes filled by
-# evaluator.store.sql.compose).
+# gpu_health.evaluator.store.sql.compose).
 FIRST_INCREASE: Final = """
     SELECT {key}, min(event_at) AS event_at, arg_min(before, event_at) AS before,
            arg_min(after, event_at) AS after

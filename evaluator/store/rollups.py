@@ -1,12 +1,13 @@
 """Per-card daily rollups: statistics and the tick read summaries, not every raw row.
 
-Why (issue 14, measured at 16,384 cards x 37 days): statistics grouped every sample of the
+Why (measured at 16,384 cards x 37 days): statistics grouped every sample of the
 retention period (10 s) and the tick read seven days of rows for the baseline count and up to 35
 days for the open prediction windows (8 s). DuckDB cannot look up one card's rows quickly (rows are
 stored in arrival order; its ART index only serves constant point lookups and was 90% of the file),
 so every per-card question became a scan of time. Now:
 
-- ``gpu_health_sample_days`` holds one segment (:mod:`evaluator.store.rollup_sql`) per series and
+- ``gpu_health_sample_days`` holds one segment (:mod:`gpu_health.evaluator.store.rollup_sql`) per
+series and
   UTC day, for every day before the *sealed* watermark (``gpu_health_rollup_state``). The
   invariant readers rely on: a sealed day's rollup equals the aggregate of that day's raw rows.
   Rows at and after the watermark are read raw; they lie together at the end of the table
@@ -14,16 +15,16 @@ so every per-card question became a scan of time. Now:
 - :func:`seal` moves the watermark every ``seal_every`` (an hour on both engines; 10 minutes
   after it, so the hour's last rows are in), about a million raw rows per statement: the day
   being sealed has one segment for its rows before the watermark, grown each hour by merging
-  the new hour's rows into it (:func:`~evaluator.store.rollup_sql.merge_day`), so readers still
-  see one segment per series and day, and only a partial day's segment ends at the watermark
+  the new hour's rows into it (:func:`~gpu_health.evaluator.store.rollup_sql.merge_day`), so readers
+  still see one segment per series and day, and only a partial day's segment ends at the watermark
   instead of a midnight (:func:`covered`). Raw rows after the watermark: an hour or so;
 - rows written later into a sealed day (a skewed clock, an import) re-summarise their cards' days
   in the same transaction (:func:`after_insert`); retention and the simulated purge keep the
   invariant too (:func:`after_retention`, :func:`after_purge`);
 - ``gpu_health_window_edges`` holds, per pending prediction, the segments of its window's partial
   first and last days (t0 to midnight, midnight to the window's end), each computed once its
-  whole day is sealed (:mod:`evaluator.store.window_edges`): with the sealed days between and
-  the raw rows after the watermark, a window is observed without reading its old rows again. An
+  whole day is sealed (:mod:`gpu_health.evaluator.store.window_edges`): with the sealed days between
+  and the raw rows after the watermark, a window is observed without reading its old rows again. An
   edge is dropped when its day is re-summarised.
 
 Answers do not change: every reader combines segments into exactly what the raw rows said.
@@ -37,8 +38,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from evaluator.store.db import Database
-from evaluator.store.rollup_sql import (
+from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.rollup_sql import (
     DAYS,
     EDGES,
     FIELD_LIST,
@@ -48,7 +50,6 @@ from evaluator.store.rollup_sql import (
     day_segments,
     merge_day,
 )
-from gpu_health.clock import from_naive_utc, to_naive_utc
 
 log = logging.getLogger(__name__)
 

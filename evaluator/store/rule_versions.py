@@ -16,11 +16,11 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from evaluator.rules.ruleset import RuleSet, params_diff
-from evaluator.store.db import Database
-from evaluator.store.predictions import run_idempotent
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.errors import RuleError
+from gpu_health.evaluator.rules.ruleset import RuleSet, params_diff
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.predictions import run_idempotent
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 Nothing here depends on the predictions, so a caller that measures many rule versions over one
 period (a calibration) computes it once (:func:`sample_facts`) and hands it to
-:func:`evaluator.store.stats.raw_stats` for each version; the live statistics compute it on the
-way. The queries, per period of one source (and node set): ONE statement that reads each of
+:func:`gpu_health.evaluator.store.stats.raw_stats` for each version; the live statistics compute it
+on the way. The queries, per period of one source (and node set): ONE statement that reads each of
 the period's segments once (:func:`period_facts`):
 
 - one aggregate over the period's segments per card (node, index, UUID): monitorable or not,
@@ -33,8 +33,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from evaluator.store.db import Database
-from evaluator.store.rollup_sql import (
+from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.contract import COUNTER_KEYS
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.rollup_sql import (
     CAND,
     DAYS,
     FIRST_INCREASE,
@@ -42,12 +44,10 @@ from evaluator.store.rollup_sql import (
     period_raw,
     period_segments,
 )
-from evaluator.store.rollups import DAY, EPOCH, covered, day_floor, watermark
-from evaluator.store.sql import compose
-from evaluator.store.xid_samples import TABLE as XID_TABLE
-from evaluator.store.xid_samples import XID_EVENT, XID_PREV
-from gpu_health.clock import from_naive_utc, to_naive_utc
-from gpu_health.contract import COUNTER_KEYS
+from gpu_health.evaluator.store.rollups import DAY, EPOCH, covered, day_floor, watermark
+from gpu_health.evaluator.store.sql import compose
+from gpu_health.evaluator.store.xid_samples import TABLE as XID_TABLE
+from gpu_health.evaluator.store.xid_samples import XID_EVENT, XID_PREV
 
 Card = tuple[str, int, "str | None"]
 Event = tuple[str, int, "str | None", datetime]  # a card's first fault event in the period

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from evaluator.model import CardKey, Counters, MemoryDetails, Sample
-from evaluator.store import rollups
-from evaluator.store.db import Database
-from evaluator.store.sql import compose, unnest_rows
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import COUNTER_KEYS, DETAIL_KEYS
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.model import CardKey, Counters, MemoryDetails, Sample
+from gpu_health.evaluator.store import rollups
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.sql import compose, unnest_rows
 
 _COLUMNS = ("node_id", "gpu_index", "gpu_uuid", "source", "sampled_at", *COUNTER_KEYS,
             *DETAIL_KEYS)
@@ -125,7 +125,7 @@ def newest_sample_at(db: Database, source: str) -> datetime | None:
 def insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: timedelta) -> int:
     """Insert runs of keep-alive rows in one statement: per run, the row ``first`` and one every
     ``period`` after it up to ``last`` (same card, UUID and counters; the write rule's closed form
-    for an unchanged reading, :mod:`evaluator.backtest.history`). Returns the count."""
+    for an unchanged reading, :mod:`gpu_health.evaluator.backtest.history`). Returns the count."""
     if not runs:
         return 0
     if db.shared:

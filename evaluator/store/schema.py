@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from evaluator.store.rollup_sql import DAYS, EDGES, FIELD_COLUMNS, STATE
 from gpu_health.contract import COUNTER_KEYS, RECOVERY_KEYS, REMAP_KEYS
+from gpu_health.evaluator.store.rollup_sql import DAYS, EDGES, FIELD_COLUMNS, STATE
 
 _COUNTER_COLUMNS = ",\n    ".join(f"{key} BIGINT" for key in COUNTER_KEYS)
 
@@ -152,7 +152,7 @@ CREATE TABLE gpu_health_xid_samples (
     ),
     (
         5,
-        "daily rollups instead of the samples' ART indexes (issue 14)",
+        "daily rollups instead of the samples' ART indexes",
         (
             # The (node, index, time) ART index was ~90% of the file (51 of 58 bytes per row)
             # and served only constant point lookups; the source index none at all. Readers use
@@ -237,7 +237,7 @@ CREATE TABLE gpu_health_members (
     ),
     (
         7,
-        "shadow predictions: made by a rule version run beside the active one (issue 25)",
+        "shadow predictions: made by a rule version run beside the active one",
         (
             # Frozen per row, like the rule version: a shadow version's predictions never
             # alert and never enter the default statistics, even after the operator promotes
@@ -248,13 +248,13 @@ CREATE TABLE gpu_health_members (
     ),
     (
         8,
-        "NVIDIA recovery action and pending page retirement on samples (issue 28; nullable, "
+        "NVIDIA recovery action and pending page retirement on samples (nullable, "
         "no DEFAULT: old rows read back unknown)",
         tuple(f"ALTER TABLE gpu_health_samples ADD COLUMN {key} BIGINT" for key in RECOVERY_KEYS),
     ),
     (
         9,
-        "Slurm remediation audit: every drain, resume and refusal (issue 29)",
+        "Slurm remediation audit: every drain, resume and refusal",
         (
             # One row per decision that changed: who (actor), when, why (reason), what Slurm
             # was asked (slurm_node, slurm_reason) and what came of it (result).
@@ -278,7 +278,7 @@ CREATE TABLE gpu_health_remediations (
     ),
     (
         10,
-        "member incarnations: two evaluators with one ha.member_id are told apart (issue 27)",
+        "member incarnations: two evaluators with one ha.member_id are told apart",
         (
             "ALTER TABLE gpu_health_members ADD COLUMN incarnation VARCHAR",
             Only("postgresql", _bytewise("gpu_health_members")),
@@ -286,7 +286,7 @@ CREATE TABLE gpu_health_remediations (
     ),
     (
         11,
-        "the first-start history import's marker: an interrupted import is redone (issue 27)",
+        "the first-start history import's marker: an interrupted import is redone",
         (
             """
 CREATE TABLE gpu_health_history_imports (

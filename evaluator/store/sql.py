@@ -11,7 +11,7 @@ and the fragments each engine's dialect supplies (pure).
   so). A hole without a part is an error, not an empty string.
 - **Engine-specific text** is a field of :class:`Dialect`; each engine has one dialect module
   beside it in ``evaluator/store/engines/`` (``duckdb_dialect``, ``postgres_dialect``) and hands
-  it to the stages as ``Database.dialect`` (evaluator.store.db).
+  it to the stages as ``Database.dialect`` (gpu_health.evaluator.store.db).
 """
 
 from __future__ import annotations

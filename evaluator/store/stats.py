@@ -1,9 +1,9 @@
 """SQL for the prediction statistics: set-based queries, never one query per card.
 
 The sample-derived half (cards, exposure, each monitorable card's first fault event in the
-period, first evidence of a fault) is :mod:`evaluator.store.sample_facts`: it does not depend
-on the predictions, so a caller measuring many versions over one period computes it once. Here,
-per call:
+period, first evidence of a fault) is :mod:`gpu_health.evaluator.store.sample_facts`: it does not
+depend on the predictions, so a caller measuring many versions over one period computes it once.
+Here, per call:
 
 1. prediction counts by window length and status (t0 in the period; of one rule version when
    ``rule_version`` is given, else of the active versions: never a shadow version's);
@@ -27,9 +27,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from evaluator.rules.outcome import prediction_class
-from evaluator.store.db import Database
-from evaluator.store.sample_facts import (
+from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.evaluator.rules.outcome import prediction_class
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.sample_facts import (
     Card,
     Event,
     SampleFacts,
@@ -38,8 +39,7 @@ from evaluator.store.sample_facts import (
     node_filter,
     sample_facts,
 )
-from evaluator.store.sql import compose
-from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.evaluator.store.sql import compose
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,8 @@ class Fault:
 
 @dataclass(frozen=True, slots=True)
 class RawStats:
-    """Counts the pure statistics are computed from (see :mod:`evaluator.stats.document`)."""
+    """Counts the pure statistics are computed from (see
+    :mod:`gpu_health.evaluator.stats.document`)."""
 
     status_counts: dict[int, dict[str, int]]  # window_days -> status -> count
     class_counts: dict[int, dict[str, dict[str, int]]]  # window_days -> class -> status -> n

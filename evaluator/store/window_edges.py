@@ -1,14 +1,15 @@
-"""The partial first and last days of prediction windows, summarised once (issue 14).
+"""The partial first and last days of prediction windows, summarised once.
 
 A window ``(t0, window_end]`` rarely starts or ends at midnight, so the sealed daily rollups
 cover only its whole days. Its *head* (rows in ``(t0, midnight after t0)``) and, once it is over,
 its *tail* (rows in ``[midnight before window_end, window_end]``) are summarised here as segments
-(:mod:`evaluator.store.rollup_sql`) the first time their day is sealed, so that the backfill never
-reads a window's old raw rows again: reading them for hundreds of windows spread over a month
-was a scan of the whole month. A marker row (``segment`` false) records an edge with no rows.
+(:mod:`gpu_health.evaluator.store.rollup_sql`) the first time their day is sealed, so that the
+backfill never reads a window's old raw rows again: reading them for hundreds of windows spread over
+a month was a scan of the whole month. A marker row (``segment`` false) records an edge with no
+rows.
 
-Edges are only ever valid for their sealed day: :mod:`evaluator.store.rollups` drops them when
-that day is summarised again (a late row, retention).
+Edges are only ever valid for their sealed day: :mod:`gpu_health.evaluator.store.rollups` drops them
+when that day is summarised again (a late row, retention).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from evaluator.store.db import Database
-from evaluator.store.rollup_sql import AGGREGATE, EDGES, FIELDS, prev_unc
-from evaluator.store.rollups import WRITING, sealed_until
 from gpu_health.clock import to_naive_utc
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.rollup_sql import AGGREGATE, EDGES, FIELDS, prev_unc
+from gpu_health.evaluator.store.rollups import WRITING, sealed_until
 
 # The rows of an edge: sampled_at in (a, b]. Head: a = t0, b = its midnight - 1 us; tail (once
 # the window is over at $now): a = the window end's midnight - 1 us, b = window_end. Only edges of

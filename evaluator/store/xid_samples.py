@@ -1,8 +1,8 @@
 """Queries on ``gpu_health_xid_samples`` (change-only XID counters per card and XID code).
 
 Writes and the cache-miss lookup are one statement each whatever the number of series, like
-:mod:`evaluator.store.samples`. The fault-event definition (:data:`XID_EVENT`) lives here once
-and is used by the backfill and the statistics queries, so both read the same events.
+:mod:`gpu_health.evaluator.store.samples`. The fault-event definition (:data:`XID_EVENT`) lives here
+once and is used by the backfill and the statistics queries, so both read the same events.
 
 A memory-XID *fault event* is a row of a series (node, index, source, UUID, xid) that has a
 previous row (by ``sampled_at``) and whose count
@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from evaluator.model import XidKey, XidSample
-from evaluator.store.db import Database
-from evaluator.store.sql import unnest_rows
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.model import XidKey, XidSample
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.sql import unnest_rows
 
 TABLE: Final = "gpu_health_xid_samples"
 _COLUMNS: Final = ("node_id", "gpu_index", "gpu_uuid", "source", "xid", "sampled_at", "count")

@@ -10,8 +10,8 @@ The driver prints (open-gpu-kernel-modules format strings, and the captures in
     NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: ...    (MIG: GPU instance)
     NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:02): 13, ...               (MIG: + compute inst.)
 
-The PCI id carries no function number; :func:`~exporter.parsers.cells.pci_key` brings it and
-nvidia-smi's ``00000000:9B:00.0`` to one spelling. NOT Xids: NVSwitch ``SXid (PCI:...)`` lines
+The PCI id carries no function number; :func:`~gpu_health.exporter.parsers.cells.pci_key` brings it
+and nvidia-smi's ``00000000:9B:00.0`` to one spelling. NOT Xids: NVSwitch ``SXid (PCI:...)`` lines
 (``nvidia-nvswitch0: SXid ...``), and the multi-line "has fallen off the bus" message that newer
 open kernel modules (570) print without any Xid line.
 

@@ -1,4 +1,4 @@
-"""The VendorSource contract: one class per vendor tool, listed in ``exporter.sources``.
+"""The VendorSource contract: one class per vendor tool, listed in ``gpu_health.exporter.sources``.
 
 A source knows its tool (the command-line flag that configures it and its default binary
 name), runs it through the shared :class:`~gpu_health.runner.ToolRunner`, and hands the output

@@ -6,6 +6,7 @@ values the schema or the templates must refuse, with a message that names the pr
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -44,11 +45,43 @@ def test_chart_metadata() -> None:
 
 
 def test_the_chart_ships_the_repository_rules_and_dashboards() -> None:
-    """files/ links to rules/prometheus and grafana/dashboards: one copy, never a drift."""
+    """files/ holds copies of rules/prometheus and grafana/dashboards (a chart must work when
+    copied on its own): byte for byte the sources, never a drift. ``make chart-files``
+    refreshes them."""
     files = CHART / "files"
-    assert (files / "dashboards").resolve() == REPO / "grafana" / "dashboards"
-    for name in ("gpu-health.rules.yml", "gpu-hardware.rules.yml"):
-        assert (files / name).resolve() == REPO / "rules" / "prometheus" / name
+    pairs = {files / "dashboards" / p.name: p
+             for p in sorted((REPO / "grafana" / "dashboards").glob("*.json"))}
+    pairs |= {files / n: REPO / "rules" / "prometheus" / n
+              for n in ("gpu-health.rules.yml", "gpu-hardware.rules.yml")}
+    assert sorted(p.relative_to(files).as_posix() for p in files.rglob("*") if p.is_file()) \
+        == sorted(p.relative_to(files).as_posix() for p in pairs)
+    stale = [str(copy.relative_to(REPO)) for copy, source in pairs.items()
+             if copy.read_bytes() != source.read_bytes()]
+    assert stale == [], "stale chart copies: run `make chart-files`"
+
+
+def test_no_link_in_the_chart() -> None:
+    """A link out of the chart folder breaks a copied chart (``lstat ...: no such file``)."""
+    assert [str(p) for p in CHART.rglob("*") if p.is_symlink()] == []
+
+
+def _rendered(chart: Path, tmp: Path) -> str:
+    result = run_helm("template", RELEASE, str(chart), "-n", NAMESPACE,
+                      values=VALUE_SETS["kube-prometheus-stack"], tmp=tmp)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_a_packaged_or_copied_chart_renders_as_the_folder(tmp_path: Path) -> None:
+    folder = _rendered(CHART, tmp_path)
+    packaged = run_helm("package", str(CHART), "-d", str(tmp_path))
+    assert packaged.returncode == 0, packaged.stderr
+    (tgz,) = tmp_path.glob("gpu-health-*.tgz")
+    assert _rendered(tgz, tmp_path) == folder
+    copied = tmp_path / "copy" / "gpu-health"
+    shutil.copytree(CHART, copied, symlinks=True)
+    assert _rendered(copied, tmp_path) == folder
+    assert "gpu-health-fleet.json" in folder and "GpuHealth" in folder
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
@@ -161,7 +194,7 @@ def test_notes_say_where_to_look(tmp_path: Path) -> None:
                       values=VALUE_SETS["defaults"], tmp=tmp_path)
     assert result.returncode == 0, result.stderr
     notes = result.stdout.split("NOTES:", 1)[1]
-    for needle in ("port-forward svc/gh-gpu-health-evaluator 9836", "/readyz",
+    for needle in ("port-forward svc/gh-gpu-health-evaluator 10347", "/readyz",
                    "No API tokens", "No Alertmanager", "additionalLabels.release",
                    "helm test gh", "docs/kubernetes.md", "Xid errors: off"):
         assert needle in notes, needle

@@ -1,8 +1,9 @@
 """The chart's evaluator as the evaluator sees it: the rendered config file, with the files
-the pod mounts laid out the way the pod has them, loads with ``evaluator.config.load_config``
-for every value set; the StatefulSet keeps DuckDB on a volume and PostgreSQL replicas without
-one; the dashboards' ConfigMaps carry the repository's dashboards; the NetworkPolicies; and the
-``helm test`` pod's own script, run against a real exporter and a real evaluator."""
+the pod mounts laid out the way the pod has them, loads with
+``gpu_health.evaluator.config.load_config`` for every value set; the StatefulSet keeps DuckDB on a
+volume and PostgreSQL replicas without one; the dashboards' ConfigMaps carry the repository's
+dashboards; the NetworkPolicies; and the ``helm test`` pod's own script, run against a real exporter
+and a real evaluator."""
 
 from __future__ import annotations
 
@@ -16,14 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
-from evaluator.config.file import Config, load_config
+from gpu_health.evaluator.config.file import Config, load_config
 from tests.deploy.chart_support import PEER, PROMETHEUS, VALUE_SETS, by_kind, one, template
 from tests.e2e.stack import Procs, free_port, http, wait_for
 from tests.exporter.support import NVIDIA_SMI
 from tests.shared import REPO
 
 SECRETS = "/etc/gpu-health/secrets"
-RULES = "/usr/share/gpu-health/rules"
 DATA = "/var/lib/gpu-health"
 EXISTING = {"tokens.yml": yaml.safe_dump({"tokens": [{
     "name": "ops", "sha256": "cd" * 32, "scopes": ["nodes:read"], "tenants": ["*"]}]})}
@@ -61,8 +61,7 @@ def load_rendered(docs: list[dict[str, Any]], tmp: Path) -> Config:
         (tmp / folder).mkdir()
     for name, content in secret_files(docs).items():
         (tmp / "secrets" / name).write_text(content)
-    for pod_path, here in ((SECRETS, tmp / "secrets"), (RULES, REPO / "rules"),
-                           (DATA, tmp / "data")):
+    for pod_path, here in ((SECRETS, tmp / "secrets"), (DATA, tmp / "data")):
         text = text.replace(pod_path, str(here))
     assert "/etc/" not in text and "/var/" not in text, "every path the config names is mounted"
     (tmp / "evaluator.yml").write_text(text)
@@ -72,7 +71,7 @@ def load_rendered(docs: list[dict[str, Any]], tmp: Path) -> Config:
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_rendered_config_loads_in_the_evaluator(name: str, tmp_path: Path) -> None:
     config = load_rendered(template(VALUE_SETS[name], tmp_path), tmp_path)
-    assert config.listen_address == "0.0.0.0:9836"
+    assert config.listen_address == "0.0.0.0:10347"
     if name == "postgresql-ha":
         assert config.postgres is not None and config.postgres.password == "pg-secret"
         assert config.ingest.source == "scrape" and len(config.http_sd_configs) == 1
@@ -120,7 +119,7 @@ def test_network_policies_admit_only_the_listed_peers_on_each_port(tmp_path: Pat
     policies = {p["metadata"]["labels"]["app.kubernetes.io/component"]: p["spec"]
                 for p in by_kind(docs, "NetworkPolicy")}
     assert set(policies) == {"exporter", "evaluator"}
-    for component, port in (("exporter", 9835), ("evaluator", 9836)):
+    for component, port in (("exporter", 10346), ("evaluator", 10347)):
         spec = policies[component]
         assert spec["policyTypes"] == ["Ingress"]
         assert spec["ingress"] == [{"ports": [{"port": port, "protocol": "TCP"}], "from": [PEER]}]
@@ -137,8 +136,8 @@ def test_helm_test_pod_checks_both_programs_answer(tmp_path: Path) -> None:
     assert c["command"] == ["python3", "-c"]
     exporter_port, evaluator_port = free_port(), free_port()
     script = c["args"][0].replace(
-        "http://gh-gpu-health-exporter.gpu-health.svc:9835", f"http://127.0.0.1:{exporter_port}"
-    ).replace("http://gh-gpu-health-evaluator.gpu-health.svc:9836",
+        "http://gh-gpu-health-exporter.gpu-health.svc:10346", f"http://127.0.0.1:{exporter_port}"
+    ).replace("http://gh-gpu-health-evaluator.gpu-health.svc:10347",
               f"http://127.0.0.1:{evaluator_port}")
     assert script.count("http://127.0.0.1:") == 2
     config = tmp_path / "evaluator.yml"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from evaluator.http.api.auth import parse_tokens
-from exporter.settings import parse_args
+from gpu_health.evaluator.http.api.auth import parse_tokens
+from gpu_health.exporter.settings import parse_args
 from tests.deploy.chart_support import TOKEN, VALUE_SETS, by_kind, one, template
 
 
@@ -43,7 +43,7 @@ def test_exporter_defaults_run_on_gpu_nodes_without_privilege(tmp_path: Path) ->
     assert "nvidia.com/gpu" not in json.dumps(c["resources"]), "never takes a GPU"
     assert "volumes" not in pod and "volumeMounts" not in c
     settings = exporter_settings(docs)
-    assert (settings.listen_port, settings.collect_interval_s) == (9835, 60.0)
+    assert (settings.listen_port, settings.collect_interval_s) == (10346, 60.0)
     assert (settings.kmsg_path, settings.dmesg, settings.journalctl) == ("", "", "")
 
 

@@ -1,4 +1,4 @@
-"""The high-availability scenario (issue 13): three evaluator processes on one real PostgreSQL,
+"""The high-availability scenario: three evaluator processes on one real PostgreSQL,
 a fleet of stand-in exporters (one HTTP port per node, our exposition format, scrape times
 recorded per node), and a real Alertmanager.
 
@@ -23,9 +23,9 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.store.engines.postgres import PostgresDatabase
-from evaluator.store.samples import insert_samples
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
+from gpu_health.evaluator.store.samples import insert_samples
 from tests.e2e.chain import CORRECTED_END, REPO, binary, console_script, seeded_corrected
 from tests.e2e.stack import Procs, ThreadedServer, free_port, http, wait_for
 from tests.evaluator.ingest_support import Card, a100, render

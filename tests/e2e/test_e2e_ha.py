@@ -1,4 +1,4 @@
-"""Several evaluators, one truth (issue 13), end to end: three evaluator processes on one real
+"""Several evaluators, one truth, end to end: three evaluator processes on one real
 PostgreSQL, twelve stand-in exporters, a real Alertmanager (tests/e2e/ha.py).
 
 In file order on one cluster: one leader, every target scraped by exactly one member; the

@@ -17,17 +17,17 @@ from aiohttp.test_utils import TestClient, TestServer
 from jsonschema import Draft202012Validator, FormatChecker
 from prometheus_client import CollectorRegistry
 
-from evaluator.http.access import new_application
-from evaluator.http.api.auth import TokenSet, hash_token, load_tokens
-from evaluator.http.api.context import ApiContext
-from evaluator.http.api.openapi import document
-from evaluator.http.api.routes import add_api_routes
-from evaluator.http.errors import RequestMetrics
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.samples import insert_samples
 from gpu_health.clock import to_naive_utc
+from gpu_health.evaluator.http.access import new_application
+from gpu_health.evaluator.http.api.auth import TokenSet, hash_token, load_tokens
+from gpu_health.evaluator.http.api.context import ApiContext
+from gpu_health.evaluator.http.api.openapi import document
+from gpu_health.evaluator.http.api.routes import add_api_routes
+from gpu_health.evaluator.http.errors import RequestMetrics
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.samples import insert_samples
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 RULE_VERSION = "v1-ecc-growth"
@@ -63,7 +63,7 @@ def token_set(tmp_path: Path) -> TokenSet:
 def add_node(db: Database, node_id: str, tenant: str | None) -> None:
     db.execute("INSERT INTO gpu_health_nodes (node_id, tenant, target, last_seen) "
                "VALUES ($node, $tenant, $target, $now)",
-               {"node": node_id, "tenant": tenant, "target": f"{node_id}:9835",
+               {"node": node_id, "tenant": tenant, "target": f"{node_id}:10346",
                 "now": to_naive_utc(NOW)})
 
 

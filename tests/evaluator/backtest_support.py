@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evaluator.config.rules import load_ruleset
-from evaluator.rules.ruleset import RuleSet
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.rules_support import const, load, quadratic, series, step
 from tests.shared import REPO
 

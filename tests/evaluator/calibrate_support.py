@@ -2,7 +2,8 @@
 
 Seeded and described by its events, like a fleet's own history would be (every card observed
 for the whole period; the events become counter histories through the events importer's code,
-:func:`evaluator.backtest.events.history`, and rows through the live write rule's closed form):
+:func:`gpu_health.evaluator.backtest.events.history`, and rows through the live write rule's closed
+form):
 
 - ``ramp`` (30% of the cards): the correctable-error count grows for two weeks, each day a few
   more errors than the day before (from about one a day to 10-25 a day, a card's own slope with
@@ -26,10 +27,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from evaluator.backtest.events import CardHistory, Kind, history
-from evaluator.backtest.history import write_histories
-from evaluator.store.backtest import open_backtest, start_run
-from evaluator.store.db import Database
+from gpu_health.evaluator.backtest.events import CardHistory, Kind, history
+from gpu_health.evaluator.backtest.history import write_histories
+from gpu_health.evaluator.store.backtest import open_backtest, start_run
+from gpu_health.evaluator.store.db import Database
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 Events = list[tuple[float, Kind]]

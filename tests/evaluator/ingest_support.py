@@ -21,9 +21,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from evaluator.config.targets import Target
-from evaluator.model import Counters
 from gpu_health.contract import COUNTER_KEYS, INFO_METRIC, METRIC_HELP, METRIC_PREFIX, METRIC_TYPES
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.model import Counters
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -13,15 +13,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from evaluator.config.rules import RULES_DIR, load_ruleset
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.rules.model import CardFeatures
-from evaluator.rules.params import RuleParams
-from evaluator.rules.ruleset import RuleSet
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.samples import insert_samples
 from gpu_health.clock import to_naive_utc
+from gpu_health.evaluator.config.rules import RULES_DIR, load_ruleset
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.samples import insert_samples
 
 Curve = Callable[[float], int | None]
 START = datetime(2026, 1, 1, tzinfo=UTC)

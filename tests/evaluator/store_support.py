@@ -14,9 +14,9 @@ from pathlib import Path
 
 import duckdb
 
-from evaluator.store.db import Database
-from evaluator.store.schema import MIGRATIONS, Only
 from gpu_health.clock import from_naive_utc
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.schema import MIGRATIONS, Only
 
 
 @contextmanager
@@ -42,7 +42,7 @@ def older_file(path: Path, version: int) -> Iterator[duckdb.DuckDBPyConnection]:
         con.close()
 
 
-# Test-only reads (issue 31: they lived in product modules no product code calls).
+# Test-only reads (they lived in product modules no product code calls).
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
     at: datetime

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.check import CRITICAL, OK, UNKNOWN, WARNING, assess, read_token
-from evaluator.config.rules import load_action_policy
-from evaluator.model import Sample
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.check import CRITICAL, OK, UNKNOWN, WARNING, assess, read_token
+from gpu_health.evaluator.config.rules import load_action_policy
+from gpu_health.evaluator.model import Sample
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.api_support import (
     NOW,
     TOKENS,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.cli import COMMANDS, parse_args
 from gpu_health import __version__
+from gpu_health.evaluator.cli import COMMANDS, parse_args
 from tests.conftest import NewDb
 from tests.shared import REPO
 
@@ -31,7 +31,7 @@ def test_version_prints_and_exits_0() -> None:
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_subcommand_takes_the_log_flags(command: str) -> None:
-    required = ["--evaluator", "http://127.0.0.1:9836"] if command == "check" else []
+    required = ["--evaluator", "http://127.0.0.1:10347"] if command == "check" else []
     args = parse_args([command, *required, "--log.level", "WARN", "--log.format", "json"])
     assert (args.log_level, args.log_format, args.deprecated_flags) == ("WARN", "json", [])
 
@@ -51,7 +51,7 @@ def test_a_bad_level_or_format_exits_2() -> None:
 
 @pytest.mark.parametrize("command", ["simulate", "compact"])
 def test_duckdb_only_commands_refuse_a_postgresql_config(command: str, tmp_path: Path) -> None:
-    """Issue 27: with storage.url they used the default DuckDB file without a word."""
+    """Before: with storage.url they used the default DuckDB file without a word."""
     config = tmp_path / "pg.yml"
     config.write_text("storage:\n  url: postgresql://gpuhealth@db.invalid:5432/gpuhealth\n")
     result = evaluator(command, "--config", str(config))
@@ -61,8 +61,8 @@ def test_duckdb_only_commands_refuse_a_postgresql_config(command: str, tmp_path:
 
 
 def test_the_ready_line_names_the_store_in_use(new_db: NewDb) -> None:
-    """Issue 27: a PostgreSQL evaluator's ready line named data/gpu-health.duckdb."""
-    from evaluator.compose.readings import storage_text
+    """Before: a PostgreSQL evaluator's ready line named data/gpu-health.duckdb."""
+    from gpu_health.evaluator.compose.readings import storage_text
 
     db = new_db()
     text = storage_text(db)

@@ -7,15 +7,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.samples import insert_samples
+import pytest
+
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.samples import insert_samples
 from tests.shared import REPO
 
 BIN = Path(sys.executable).parent / "gpu-health-evaluator"
@@ -36,7 +40,7 @@ def test_bounded_demo_runs_the_chain_and_stops_cleanly(tmp_path: Path) -> None:
     out = result.stdout
     assert "gpu-health demo is running" in out and "stopping the demo" in out
     exporter = re.search(r"exporter   (http://127\.0\.0\.1:\d+)/metrics", out)
-    evaluator = re.search(r"page       (http://127\.0\.0\.1:\d+)/ ", out)  # GET /
+    evaluator = re.search(r"page       (http://127\.0\.0\.1:\d+)/\?source=simulated\n", out)
     assert exporter and evaluator, out
     assert "predictions?source=simulated" in out and "awaiting calibration" in out
     for url in (exporter.group(1), evaluator.group(1)):  # both are gone after the run
@@ -78,24 +82,25 @@ def test_demo_never_writes_real_rows_and_leaves_real_data_alone(tmp_path: Path) 
 
 
 def test_the_banner_lists_every_url_the_docs_name() -> None:
-    from evaluator.demo import DEMO_NODE, _banner
+    from gpu_health.evaluator.demo import DEMO_NODE
+    from gpu_health.evaluator.demo.banner import banner_text
 
-    banner = _banner("http://127.0.0.1:9836", "http://127.0.0.1:9835", "the fake nvidia-smi",
-                     Path("data/demo.duckdb"), 1, DEMO_NODE, "simulated")
+    banner = banner_text("http://127.0.0.1:10347", "http://127.0.0.1:10346", "the fake tool",
+                         Path("data/demo.duckdb"), 1, DEMO_NODE, "simulated", Path("/tmp/x"))
     table = (REPO / "docs" / "demo.md").read_text(encoding="utf-8")
     urls = re.findall(r"^\| `([^`]+)` \|", table, flags=re.MULTILINE)
     assert len(urls) >= 9
     for url in urls:
-        tail = url.removeprefix("...").removeprefix("http://127.0.0.1:9836")
+        tail = url.removeprefix("...").removeprefix("http://127.0.0.1:10347")
         assert tail in banner, tail
     assert "every 60 s" in banner
 
 
 def test_the_live_card_fails_within_minutes_and_the_demo_predicts_every_minute(
         tmp_path: Path) -> None:
-    from evaluator.compose import build_service
-    from evaluator.config.file import parse_config
-    from evaluator.demo import ADVANCE_SECONDS, WORKER_SECONDS, FakeCard
+    from gpu_health.evaluator.compose import build_service
+    from gpu_health.evaluator.config.file import parse_config
+    from gpu_health.evaluator.demo import ADVANCE_SECONDS, WORKER_SECONDS, FakeCard
 
     card = FakeCard(tmp_path / "state.json")
     card.write()
@@ -118,8 +123,8 @@ def test_the_live_card_is_warned_about_before_its_fault(tmp_path: Path) -> None:
     """The live card's seeded days plus what the exporter reads every 5 s while the fake card
     advances every 10 s, judged by the real worker with the default v2 rules at the demo's
     minute ticks: a trend prediction within two minutes, before the uncorrectable error."""
-    from evaluator.config.rules import load_ruleset
-    from evaluator.demo import (
+    from gpu_health.evaluator.config.rules import load_ruleset
+    from gpu_health.evaluator.demo import (
         ADVANCE_SECONDS,
         COLLECT_SECONDS,
         DEMO_NODE,
@@ -128,9 +133,9 @@ def test_the_live_card_is_warned_about_before_its_fault(tmp_path: Path) -> None:
         WORKER_SECONDS,
         FakeCard,
     )
-    from evaluator.simulate.profiles import LIVE_DAILY, live_history
-    from evaluator.simulate.writer import write_series
-    from evaluator.worker import Worker
+    from gpu_health.evaluator.simulate.profiles import LIVE_DAILY, live_history
+    from gpu_health.evaluator.simulate.writer import write_series
+    from gpu_health.evaluator.worker import Worker
 
     start = datetime(2026, 3, 1, tzinfo=UTC)
     key = CardKey(DEMO_NODE, 0, "simulated")
@@ -165,3 +170,62 @@ def test_the_live_card_is_warned_about_before_its_fault(tmp_path: Path) -> None:
         assert status == "hit", "the uncorrectable error inside its window makes it a hit"
     finally:
         db.close()
+
+
+def test_the_demo_refuses_before_it_writes_anything(tmp_path: Path) -> None:
+    """A bad --config, or a rule set that does not load, is refused with exit 2 and the store
+    is never created (it used to be seeded with 30,000 rows first)."""
+    bad = tmp_path / "bad.yml"
+    for text, reason in (("scrape: {interval: soon}\n", "scrape.interval"),
+                         ("rules: {active: v9-missing}\n", "v9-missing")):
+        bad.write_text(text)
+        result = run_demo(tmp_path, "--config", str(bad), "--storage", "demo.duckdb")
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert reason in result.stderr
+        assert not (tmp_path / "demo.duckdb").exists() and not (tmp_path / "data").exists()
+
+
+def _start_demo(tmp_path: Path) -> tuple[subprocess.Popen[str], str, Path]:
+    env = {**os.environ, "PATH": str(BIN.parent)}
+    demo = subprocess.Popen([str(BIN), "demo", "--port", "0", "--exporter-port", "0",
+                             "--storage", "demo.duckdb"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert demo.stdout is not None
+    exporter, folder = "", None
+    for line in demo.stdout:
+        if line.startswith("  exporter "):
+            exporter = line.split()[1]
+        if line.startswith("  files "):
+            folder = Path(line.split()[1])
+            break
+    assert exporter and folder is not None and folder.is_dir(), "no banner"
+    return demo, exporter, folder
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP, signal.SIGTERM],
+                         ids=["SIGKILL", "SIGHUP", "SIGTERM"])
+def test_the_exporter_and_the_folder_end_with_the_demo(tmp_path: Path, signum: int) -> None:
+    """However the evaluator ends (a killed process runs no cleanup of its own), the exporter
+    it started stops and its temporary folder is removed, within a few seconds."""
+    demo, exporter, folder = _start_demo(tmp_path)
+    try:
+        assert _answers(exporter)
+        demo.send_signal(signum)
+        demo.wait(60)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (_answers(exporter) or folder.exists()):
+            time.sleep(0.2)  # polling the guard's reaction, bounded by the deadline
+        assert not _answers(exporter), "the exporter outlived the evaluator"
+        assert not folder.exists(), "the demo's folder outlived the evaluator"
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+        demo.communicate(timeout=30)

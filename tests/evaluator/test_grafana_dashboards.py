@@ -50,8 +50,9 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_every_query_uses_the_datasource_variable(name: str) -> None:
     """Loaded by kube-prometheus-stack's sidecar (its Prometheus uid is ``prometheus``) or
-    imported in the UI, a dashboard that names a uid fails on every panel (dcgm-exporter
-    issue 90): every panel, target and query variable reads ``${datasource}``."""
+    imported in the UI, a dashboard that names a uid fails on every panel (reported against
+    dcgm-exporter's dashboards): every panel, target and query variable reads
+    ``${datasource}``."""
     dash = ALL[name]
     [picker] = [v for v in dash["templating"]["list"] if v["type"] == "datasource"]
     assert picker["name"] == "datasource" and picker["query"] == "prometheus"
@@ -168,7 +169,7 @@ def test_template_variables_resolve_everywhere() -> None:
 
 # -- gap semantics, evaluated by promtool's PromQL engine ----------------------------------------
 
-LABELS = 'gpu="0",instance="n1:9835",job="gpu-health-exporter",node="n1",vendor="nvidia"'
+LABELS = 'gpu="0",instance="n1:10346",job="gpu-health-exporter",node="n1",vendor="nvidia"'
 
 
 def _values(points: dict[int, int]) -> str:

@@ -1,7 +1,8 @@
 """Packaging: the console scripts start (the image's build-time smoke test runs the same
-``--help``; no Docker engine runs here), the Dockerfile's shape (multi-stage, non-root, rules
-copied where the baked config looks), and the deploy/ wiring (compose services, ports, mounted
-paths, Prometheus/Alertmanager configs checked by promtool and amtool, the k8s DaemonSet)."""
+``--help``; no Docker engine runs here), the Dockerfile's shape (multi-stage, non-root, the
+installed wheel and nothing beside it), our ports everywhere, and the deploy/ wiring (compose
+services, ports, mounted paths, Prometheus/Alertmanager configs checked by promtool and amtool,
+the k8s DaemonSet)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from evaluator.config.file import load_config
-from evaluator.http.api.auth import hash_token
+from gpu_health.evaluator.config.file import load_config
+from gpu_health.evaluator.http.api.auth import hash_token
+from gpu_health.resources import RULES
 from tests.promtool import promtool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,10 +61,14 @@ def test_dockerfile_is_multi_stage_non_root_with_both_programs() -> None:
                for line in final if line.startswith("RUN "))
     assert 'ENTRYPOINT ["gpu-health-evaluator"]' in final
     copies = [line.split() for line in final if line.startswith("COPY ")]
-    assert ["COPY", "rules", "/usr/share/gpu-health/rules"] in copies
-    assert ["COPY", "deploy/evaluator.docker.yml", "/etc/gpu-health/evaluator.yml"] in copies
+    # the installed wheel and the default config, nothing beside them
+    assert copies == [["COPY", "--from=build", "/opt/gpu-health", "/opt/gpu-health"],
+                      ["COPY", "deploy/evaluator.docker.yml", "/etc/gpu-health/evaluator.yml"]]
+    build = " ".join(stages[0])
+    assert "pip wheel --no-deps -w /dist ." in build
+    assert "pip install /dist/gpu_health-*.whl" in build
     baked = load_config(DEPLOY / "evaluator.docker.yml", {})
-    assert baked.rules.dir == Path("/usr/share/gpu-health/rules")
+    assert baked.rules.dir == RULES  # the packaged rule sets
     assert str(baked.storage_path).startswith("/var/lib/gpu-health/")
 
 
@@ -80,7 +86,32 @@ def test_every_copied_path_exists_and_is_not_docker_ignored() -> None:
                     warnings.warn("README.md is missing: the image build needs it", stacklevel=1)
                     continue
                 assert (REPO / source).exists(), source
-    assert {".venv", "data", "tests"} <= set(ignored)
+    assert {".venv", "data", "tests/*"} <= set(ignored)
+
+
+def test_our_ports_everywhere() -> None:
+    """10346 (exporter) and 10347 (evaluator): outside the 9100-9999 range the Prometheus
+    wiki's default port allocations fill, and not nvidia_gpu_exporter's 9835. The old ports
+    appear only in prose (the upgrade notes, the peer's port) and captured output, never in a
+    default, a config, the chart, a unit or a test."""
+    from gpu_health.evaluator.config.file import Config
+    from gpu_health.exporter.settings import Settings
+
+    assert Settings().listen_port == 10346
+    assert (Config().listen_host, Config().listen_port) == ("127.0.0.1", 10347)
+    assert "EXPOSE 10346 10347" in (REPO / "Dockerfile").read_text()
+    values = yaml.safe_load((DEPLOY / "helm" / "gpu-health" / "values.yaml").read_text())
+    assert (values["exporter"]["port"], values["evaluator"]["port"]) == (10346, 10347)
+    for unit, port in (("exporter", ":10346"), ("evaluator", None)):
+        text = (DEPLOY / "systemd" / f"gpu-health-{unit}.service").read_text()
+        assert port is None or f"--web.listen-address={port}" in text
+    names = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                           check=True, timeout=60).stdout.split()
+    prose = ("tests/fixtures/", "docs/", "README.md", "tests/evaluator/test_packaging.py")
+    old = [n for n in names if not n.startswith(prose) and (REPO / n).is_file()
+           and not (REPO / n).is_symlink()
+           and any(p in (REPO / n).read_bytes() for p in (b"9835", b"9836"))]
+    assert old == []
 
 
 def test_compose_wires_the_five_services() -> None:
@@ -89,7 +120,7 @@ def test_compose_wires_the_five_services() -> None:
     published = {name: s["ports"][0].split(":") for name, s in services.items()}
     assert {host for host, _, _ in published.values()} == {"127.0.0.1"}  # loopback only
     ports = {name: container for name, (_, _, container) in published.items()}
-    assert ports == {"exporter": "9835", "evaluator": "9836", "prometheus": "9090",
+    assert ports == {"exporter": "10346", "evaluator": "10347", "prometheus": "9090",
                      "alertmanager": "9093", "grafana": "3000"}
     assert services["exporter"]["entrypoint"] == ["gpu-health-exporter"]
     for service in services.values():
@@ -105,9 +136,9 @@ def test_evaluator_config_matches_the_compose_network() -> None:
     [volume] = mounted
     config = load_config(DEPLOY / volume.split(":")[0], {})
     [group] = config.static_configs
-    assert group.targets == ("exporter:9835",)
+    assert group.targets == ("exporter:10346",)
     assert config.alertmanagers == ("http://alertmanager:9093",)
-    assert config.listen_port == 9836 and config.listen_host == "0.0.0.0"
+    assert config.listen_port == 10347 and config.listen_host == "0.0.0.0"
     assert config.api_tokens_file == Path("/etc/gpu-health/tokens.yml")
     assert any(v.endswith(":/etc/gpu-health/tokens.yml:ro")
                for v in COMPOSE["services"]["evaluator"]["volumes"])
@@ -119,8 +150,8 @@ def test_evaluator_config_matches_the_compose_network() -> None:
 def test_prometheus_config_is_valid_and_loads_the_rules(tmp_path: Path) -> None:
     config = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    assert jobs["gpu-health-exporter"]["static_configs"][0]["targets"] == ["exporter:9835"]
-    assert jobs["gpu-health-evaluator"]["static_configs"][0]["targets"] == ["evaluator:9836"]
+    assert jobs["gpu-health-exporter"]["static_configs"][0]["targets"] == ["exporter:10346"]
+    assert jobs["gpu-health-evaluator"]["static_configs"][0]["targets"] == ["evaluator:10347"]
     assert jobs["gpu-health-evaluator"]["honor_labels"] is True
     evaluator = jobs["gpu-health-evaluator"]  # node data needs a token (docs/security.md)
     assert evaluator["metrics_path"] == "/api/v1/gpu-health/metrics"
@@ -157,7 +188,7 @@ def test_alertmanager_config_is_valid() -> None:
 def test_prometheus_source_compose_example() -> None:
     """deploy/docker-compose.prometheus.yml: the evaluator reads dcgm-exporter's names from the
     Prometheus that scrapes it, and the counters file enables every field the set reads."""
-    from evaluator.ingest.prometheus.metricsets import DCGM
+    from gpu_health.evaluator.ingest.prometheus.metricsets import DCGM
 
     compose = yaml.safe_load((DEPLOY / "docker-compose.prometheus.yml").read_text())
     assert set(compose["services"]) == {"dcgm-exporter", "prometheus", "evaluator"}
@@ -190,7 +221,7 @@ def test_prometheus_source_compose_example() -> None:
 def test_ha_compose_example(tmp_path: Path) -> None:
     """deploy/docker-compose.ha.yml: PostgreSQL and two evaluators sharing one config whose
     password is the same secret file PostgreSQL reads (docs/ha.md)."""
-    from evaluator.config.file import parse_config
+    from gpu_health.evaluator.config.file import parse_config
 
     compose = yaml.safe_load((DEPLOY / "docker-compose.ha.yml").read_text())
     services = compose["services"]

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from exporter.parsers import ascend, enflame
-from exporter.parsers.cells import CellReader
-from exporter.sources.ascend import AscendSource
-from exporter.sources.enflame import EnflameSource
-from exporter.sources.hygon import HygonSource
-from exporter.sources.iluvatar import IluvatarSource
-from exporter.sources.kunlunxin import KunlunxinSource
-from exporter.sources.metax import MetaxSource
-from exporter.sources.mthreads import MooreThreadsSource
+from gpu_health.exporter.parsers import ascend, enflame
+from gpu_health.exporter.parsers.cells import CellReader
+from gpu_health.exporter.sources.ascend import AscendSource
+from gpu_health.exporter.sources.enflame import EnflameSource
+from gpu_health.exporter.sources.hygon import HygonSource
+from gpu_health.exporter.sources.iluvatar import IluvatarSource
+from gpu_health.exporter.sources.kunlunxin import KunlunxinSource
+from gpu_health.exporter.sources.metax import MetaxSource
+from gpu_health.exporter.sources.mthreads import MooreThreadsSource
 from tests.shared import FIXTURES, SHARED
 
 from .conformance_support import Case, Check, collect, identities, known

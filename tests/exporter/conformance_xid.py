@@ -11,9 +11,9 @@ from pathlib import Path
 
 from prometheus_client.registry import CollectorRegistry
 
-from exporter.model import CardReading
-from exporter.xid_follower import XidFollower
-from exporter.xid_store import PRECREATED_XIDS, XID_METRIC, XidCollector, XidStore
+from gpu_health.exporter.model import CardReading
+from gpu_health.exporter.xid_follower import XidFollower
+from gpu_health.exporter.xid_store import PRECREATED_XIDS, XID_METRIC, XidCollector, XidStore
 from gpu_health.runner import ToolRunner
 
 from .conformance_support import Case, Check

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.main import Exporter, build
-from exporter.settings import Settings
-from exporter.sources import SOURCE_CLASSES
+from gpu_health.exporter.main import Exporter, build
+from gpu_health.exporter.settings import Settings
+from gpu_health.exporter.sources import SOURCE_CLASSES
 
 from .support import NVIDIA_SMI, FakeClock
 

@@ -19,11 +19,19 @@ from pathlib import Path
 
 import pytest
 
-from exporter.parsers import ascend, enflame, hygon, iluvatar, kunlunxin, kunlunxin_xml, nvidia
-from exporter.parsers.cells import CellReader, is_declared_unknown
-from exporter.sources.nvidia import NvidiaSource
 from gpu_health.contract import CounterKey
 from gpu_health.errors import CollectError, ParseError
+from gpu_health.exporter.parsers import (
+    ascend,
+    enflame,
+    hygon,
+    iluvatar,
+    kunlunxin,
+    kunlunxin_xml,
+    nvidia,
+)
+from gpu_health.exporter.parsers.cells import CellReader, is_declared_unknown
+from gpu_health.exporter.sources.nvidia import NvidiaSource
 from gpu_health.runner import ToolRunner
 from tests.shared import SHARED, require_shared, shared_available
 

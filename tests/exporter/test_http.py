@@ -12,7 +12,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from exporter.http import make_app, serve
+from gpu_health.exporter.http import make_app, serve
 
 from .conftest import MakeExporter
 from .support import FakeClock, Scrape

@@ -15,7 +15,7 @@ from pathlib import Path
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
-from exporter.http import HttpServer, make_app, serve
+from gpu_health.exporter.http import HttpServer, make_app, serve
 
 from .support import Scrape
 

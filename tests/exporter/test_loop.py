@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from exporter.cache import ReadingCache
-from exporter.collector import build_registry
-from exporter.loop import CollectionLoop
-from exporter.model import CardReading, ParsedOutput
-from exporter.sources.base import VendorSource
-from exporter.sources.nvidia import NvidiaSource
+from gpu_health.exporter.cache import ReadingCache
+from gpu_health.exporter.collector import build_registry
+from gpu_health.exporter.loop import CollectionLoop
+from gpu_health.exporter.model import CardReading, ParsedOutput
+from gpu_health.exporter.sources.base import VendorSource
+from gpu_health.exporter.sources.nvidia import NvidiaSource
 from gpu_health.runner import ToolRunner
 
 from .conftest import MakeExporter
@@ -141,7 +141,7 @@ def test_an_absent_tool_disables_its_vendor_and_is_logged_once(
     make_exporter: MakeExporter, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     exporter = make_exporter(nvidia=str(tmp_path / "nvidia-smi"), cnmon=CNMON)
-    with caplog.at_level(logging.INFO, logger="exporter"):
+    with caplog.at_level(logging.INFO, logger="gpu_health.exporter"):
         for _ in range(3):
             exporter.loop.tick()
     metrics = scrape(exporter.registry)
@@ -219,7 +219,7 @@ def test_a_bug_in_one_vendor_is_caught_counted_and_isolated(
 
 
 class _TwinSlots(VendorSource):
-    """A tool listing one UUID at two indexes (no capture shows it; issue 27 tried it)."""
+    """A tool listing one UUID at two indexes (no capture shows it; a hardening round tried it)."""
 
     vendor = "twins"
     flag = "--twins"

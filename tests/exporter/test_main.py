@@ -1,7 +1,7 @@
 """The ``gpu-health-exporter`` command: --once, --textfile, bad arguments, serving, SIGTERM.
 
-Run as a real process (``python -m exporter.main``) against the fake tools, and the exposition
-is checked with the real ``promtool check metrics``.
+Run as a real process (``python -m gpu_health.exporter.main``) against the fake tools, and the
+exposition is checked with the real ``promtool check metrics``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ NO_KERNEL_LOG = ["--kmsg-path", "", "--dmesg", "", "--journalctl", ""]  # not th
 
 def exporter(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "exporter.main", *args],
+        [sys.executable, "-m", "gpu_health.exporter.main", *args],
         cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
 
@@ -90,7 +90,7 @@ def test_once_with_every_vendor_and_a_failing_one_exits_zero_and_passes_promtool
 def test_bad_arguments_exit_2_listing_every_problem(tool_env: dict[str, str]) -> None:
     result = run(["--once", "--collect-interval", "0", "--stale-after", "10s",
                   "--tool-timeout", "soon", "--max-output-bytes", "-5",
-                  "--web.listen-address", "9835", "--textfile", "/no/such/dir/x.txt",
+                  "--web.listen-address", "10346", "--textfile", "/no/such/dir/x.txt",
                   "--log.level", "chatty", "--frobnicate"], tool_env)
     assert result.returncode == 2 and result.stdout == ""
     for fragment in ("'--frobnicate'", "--collect-interval", "--tool-timeout",

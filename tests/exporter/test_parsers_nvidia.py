@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.parsers import nvidia
-from exporter.parsers.cells import CellReader, is_declared_unknown
 from gpu_health.errors import ParseError
+from gpu_health.exporter.parsers import nvidia
+from gpu_health.exporter.parsers.cells import CellReader, is_declared_unknown
 from tests.shared import FIXTURES
 
 HELP_590 = (FIXTURES / "nvidia-smi-help-query-gpu-590.48.01.txt").read_text()

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.model import ParsedOutput
-from exporter.parsers import (
+from gpu_health.errors import GpuHealthError
+from gpu_health.exporter.model import ParsedOutput
+from gpu_health.exporter.parsers import (
     ascend,
     cambricon,
     enflame,
@@ -29,8 +30,7 @@ from exporter.parsers import (
     smi_xml,
     xid,
 )
-from exporter.parsers.cells import MAX_EXACT_COUNT, CellReader
-from gpu_health.errors import GpuHealthError
+from gpu_health.exporter.parsers.cells import MAX_EXACT_COUNT, CellReader
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PLAN = ("index", "name", "uuid", "pci.bus_id", *nvidia.HEALTH_FIELDS)

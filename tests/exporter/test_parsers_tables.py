@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.parsers import cambricon, kunlunxin
 from gpu_health.errors import ParseError
+from gpu_health.exporter.parsers import cambricon, kunlunxin
 from tests.shared import FIXTURES
 
 

@@ -1,4 +1,4 @@
-"""Pure parsers of the vendors added in issue 6, on the project's own fixtures (tests/fixtures)
+"""Pure parsers of the vendors beyond NVIDIA, on the project's own fixtures (tests/fixtures)
 and on variants of them built inline. Variants no real capture shows (non-zero counts, odd
 cells) say ``no_real_capture`` in their names; every capture in ../shared is checked in
 test_conformance.py.
@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from exporter.parsers import (
+from gpu_health.errors import ParseError
+from gpu_health.exporter.parsers import (
     ascend,
     enflame,
     hygon,
@@ -20,8 +21,7 @@ from exporter.parsers import (
     metax,
     mthreads,
 )
-from exporter.parsers.cells import CellReader
-from gpu_health.errors import ParseError
+from gpu_health.exporter.parsers.cells import CellReader
 from tests.shared import FIXTURES
 
 from .conformance_support import identities, known

@@ -1,7 +1,7 @@
 """Real ``nvidia-smi`` 580.159.04 output of one H200, replayed through the fake and the exporter.
 
 The files in ``tests/fixtures/nvidia-h200-580.159.04/`` were captured on a lent machine with a
-real H200 (issue 32; how: that folder's CAPTURE.md). They check three things the third-party
+real H200 (how: that folder's CAPTURE.md). They check three things the third-party
 captures could not:
 
 - the fake ``nvidia-smi``, given the real help text and the real all-fields CSV, answers the
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.parsers import nvidia
-from exporter.sources import SOURCE_CLASSES
+from gpu_health.exporter.parsers import nvidia
+from gpu_health.exporter.sources import SOURCE_CLASSES
 from tests.shared import FIXTURES
 
 from .support import NVIDIA_SMI, Scrape
@@ -40,11 +40,11 @@ UUID = "GPU-555dc98e-8792-c819-509d-0c0693544ae6"
 # The real machine had no other vendor's tool; switched off here, they export the same.
 ONLY_NVIDIA = [arg for cls in SOURCE_CLASSES if cls.vendor != "nvidia" for arg in (cls.flag, "")]
 REPLAY_ARGS = ["--once", "--nvidia-smi", NVIDIA_SMI, *ONLY_NVIDIA, *NO_KERNEL_LOG]
-# Candidate fields added after the capture (issue 28): the capture's query did not ask for
+# Candidate fields added after the capture: the capture's query did not ask for
 # them, the help lists them, and the all-fields CSV answers them ("None", "[N/A]").
 NEW_SINCE_CAPTURE = (nvidia.RECOVERY_ACTION, nvidia.PAGES_PENDING)
 NEW_FAMILIES = ("gpu_health_recovery_action", "gpu_health_retired_pages_pending")
-NEW_REASONS = ("duplicate_uuid",)  # error reasons added after the capture (issue 27)
+NEW_REASONS = ("duplicate_uuid",)  # error reasons added after the capture
 VARYING = {  # self-metrics that differ from run to run by nature
     "gpu_health_exporter_collect_duration_seconds",
     "gpu_health_exporter_last_success_timestamp_seconds",
@@ -221,9 +221,9 @@ def test_the_evaluator_stores_the_real_recovery_action_and_v2_judges_the_card(
 ) -> None:
     """The replayed H200 through the evaluator's parser: the driver's "None" becomes NVML
     value 0 and pending retirement ("[N/A]" on Hopper) stays unknown; policy v2 reads both."""
-    from evaluator.config.rules import load_action_policy
-    from evaluator.ingest.cards import parse_cards
-    from evaluator.rules.actions import CardState, recommend
+    from gpu_health.evaluator.config.rules import load_action_policy
+    from gpu_health.evaluator.ingest.cards import parse_cards
+    from gpu_health.evaluator.rules.actions import CardState, recommend
 
     result = run(REPLAY_ARGS, replay_env(tool_env))
     assert result.returncode == 0, result.stderr

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from exporter.collector import card_families
-from exporter.parsers import nvidia
+from gpu_health.exporter.collector import card_families
+from gpu_health.exporter.parsers import nvidia
 from tests.shared import require_shared
 
 from .support import Scrape

@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from exporter.cache import ReadingCache
-from exporter.main import build_xid
-from exporter.settings import FLAGS, Settings, argument_parser, parse_args
-from exporter.xid_follower import MAX_BYTES_PER_POLL, MAX_LINE
 from gpu_health.errors import ConfigError
+from gpu_health.exporter.cache import ReadingCache
+from gpu_health.exporter.main import build_xid
+from gpu_health.exporter.settings import FLAGS, Settings, argument_parser, parse_args
+from gpu_health.exporter.xid_follower import MAX_BYTES_PER_POLL, MAX_LINE
 
 
 def test_defaults_match_the_issue() -> None:
     settings = parse_args([], environ={"PATH": "/usr/bin"})
     assert (settings.collect_interval_s, settings.stale_after_s, settings.tool_timeout_s) == (
         60.0, 180.0, 20.0)
-    assert (settings.listen_host, settings.listen_port, settings.once) == ("", 9835, False)
+    assert (settings.listen_host, settings.listen_port, settings.once) == ("", 10346, False)
     assert dict(settings.binaries) == {
         "nvidia": "nvidia-smi", "kunlunxin": "xpu-smi", "cambricon": "cnmon",
         "ascend": "npu-smi", "metax": "mx-smi", "iluvatar": "ixsmi", "enflame": "efsmi",
@@ -40,8 +40,8 @@ def test_duration_forms(text: str, seconds: float) -> None:
 
 @pytest.mark.parametrize(
     ("address", "host", "port"),
-    [(":9835", "", 9835), ("127.0.0.1:0", "127.0.0.1", 0), ("[::1]:9000", "::1", 9000),
-     ("node-7:9835", "node-7", 9835)])
+    [(":10346", "", 10346), ("127.0.0.1:0", "127.0.0.1", 0), ("[::1]:9000", "::1", 9000),
+     ("node-7:10346", "node-7", 10346)])
 def test_listen_address_forms(address: str, host: str, port: int) -> None:
     settings = parse_args(["--web.listen-address", address], environ={})
     assert (settings.listen_host, settings.listen_port) == (host, port)
@@ -71,7 +71,7 @@ def test_new_vendor_and_xid_flags() -> None:
 
 
 def test_the_kernel_log_bounds_are_flags_and_reach_the_follower(tmp_path: Path) -> None:
-    """Issue 27: the per-poll read and the line cap are documented flags with defaults."""
+    """Before: the per-poll read and the line cap are documented flags with defaults."""
     defaults = parse_args([], environ={})
     assert (defaults.xid_max_bytes_per_poll, defaults.xid_max_line_bytes) == (
         MAX_BYTES_PER_POLL, MAX_LINE) == (8 << 20, 64 << 10)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exporter.parsers import nvidia
-from exporter.sources.nvidia import FIELD_SUPPORTED_METRIC
+from gpu_health.exporter.parsers import nvidia
+from gpu_health.exporter.sources.nvidia import FIELD_SUPPORTED_METRIC
 from tests.shared import FIXTURES
 
 from .conftest import MakeExporter

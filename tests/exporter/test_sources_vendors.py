@@ -1,4 +1,4 @@
-"""The vendors added in issue 6 through their fake tools and a whole exporter: Kunlunxin XML
+"""The vendors beyond NVIDIA through their fake tools and a whole exporter: Kunlunxin XML
 mode and fallback, Intel's xpu-smi, Ascend per-card queries under one deadline, MetaX, and the
 listing-only vendors."""
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from prometheus_client.registry import CollectorRegistry
 
-from exporter.http import HttpServer, make_app, serve
+from gpu_health.exporter.http import HttpServer, make_app, serve
 from gpu_health.webguard import WebGuard
 from tests.tls_support import Pki, make_pki
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.registry import CollectorRegistry
 
-from exporter.main import Exporter
-from exporter.model import CardReading
-from exporter.parsers import xid
-from exporter.parsers.cells import pci_key
-from exporter.xid_follower import XidFollower, _Cursor
-from exporter.xid_store import XID_METRIC, XidCollector, XidStore
+from gpu_health.exporter.main import Exporter
+from gpu_health.exporter.model import CardReading
+from gpu_health.exporter.parsers import xid
+from gpu_health.exporter.parsers.cells import pci_key
+from gpu_health.exporter.xid_follower import XidFollower, _Cursor
+from gpu_health.exporter.xid_store import XID_METRIC, XidCollector, XidStore
 from gpu_health.runner import ToolRunner
 from tests.shared import FIXTURES
 
@@ -276,10 +276,10 @@ def test_the_follower_thread_polls_until_stopped(tool_env: dict[str, str],
 def test_a_file_growing_without_bound_is_read_in_bounded_polls_and_a_huge_line_is_dropped(
     tool_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """Issue 27: 512 MB appended to the followed file (invalid UTF-8, one 300 MB line without a
+    """Before: 512 MB appended to the followed file (invalid UTF-8, one 300 MB line without a
     newline) took the exporter to 1.95 GB. Each poll now reads at most MAX_BYTES_PER_POLL, an
     over-long line is dropped (counted once), and the Xid lines after it still count."""
-    from exporter.xid_follower import MAX_BYTES_PER_POLL, MAX_LINE
+    from gpu_health.exporter.xid_follower import MAX_BYTES_PER_POLL, MAX_LINE
 
     kmsg = tmp_path / "kmsg"
     kmsg.write_text("")

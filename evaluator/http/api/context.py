@@ -1,8 +1,8 @@
 """What the API handlers need from the running evaluator, and how responses are rendered.
 
 ``ApiContext`` is built once by the application (evaluator/app.py) and passed to
-``evaluator.http.api.routes.add_api_routes``; handlers never reach for globals, the clock or the
-environment themselves, so tests build one with an injected clock and a tmp_path database.
+``gpu_health.evaluator.http.api.routes.add_api_routes``; handlers never reach for globals, the clock
+or the environment themselves, so tests build one with an injected clock and a tmp_path database.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
-from evaluator.http.api.auth import TokenSet
-from evaluator.http.api.gate import ApiGate
-from evaluator.store.db import Database
 from gpu_health.clock import Clock, rfc3339
 from gpu_health.errors import ApiError
+from gpu_health.evaluator.http.api.auth import TokenSet
+from gpu_health.evaluator.http.api.gate import ApiGate
+from gpu_health.evaluator.store.db import Database
 
 if TYPE_CHECKING:
-    from evaluator.rules.actions import ActionPolicy
-    from evaluator.rules.ruleset import RuleSet
+    from gpu_health.evaluator.rules.actions import ActionPolicy
+    from gpu_health.evaluator.rules.ruleset import RuleSet
 
 
 # The store, or a callable returning it: the application opens its Database on start-up (after

@@ -1,5 +1,5 @@
 """Load shedding for the read API: a bounded number of requests at the store at once, a bounded
-queue behind them, and a 503 with ``Retry-After`` beyond (issue 27).
+queue behind them, and a 503 with ``Retry-After`` beyond.
 
 Every API request runs its statements on the store's small thread pool, the same pool the
 ingest cycle and the worker use. Unbounded, 200 concurrent clients queued 200 requests' worth
@@ -21,8 +21,8 @@ from contextlib import asynccontextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from evaluator.config.api import ApiLimits
 from gpu_health.errors import ApiError
+from gpu_health.evaluator.config.api import ApiLimits
 
 RETRY_AFTER_S = 1
 

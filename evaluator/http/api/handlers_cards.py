@@ -11,17 +11,17 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from evaluator.http.api.auth import Principal, node_not_found
-from evaluator.http.api.context import ApiContext
-from evaluator.http.api.ecc_rate import coverage, hourly_increases
-from evaluator.http.api.params import Query
-from evaluator.model import CardKey, Sample
-from evaluator.rules.actions import CardState, recommend
-from evaluator.store import api_queries as q
-from evaluator.store.actions import card_states
 from gpu_health.clock import rfc3339
 from gpu_health.contract import COUNTER_KEYS
 from gpu_health.errors import ApiError
+from gpu_health.evaluator.http.api.auth import Principal, node_not_found
+from gpu_health.evaluator.http.api.context import ApiContext
+from gpu_health.evaluator.http.api.ecc_rate import coverage, hourly_increases
+from gpu_health.evaluator.http.api.params import Query
+from gpu_health.evaluator.model import CardKey, Sample
+from gpu_health.evaluator.rules.actions import CardState, recommend
+from gpu_health.evaluator.store import api_queries as q
+from gpu_health.evaluator.store.actions import card_states
 
 CAPABILITIES_PARAMS: Final = frozenset({"node_id", "source"})
 SAMPLES_PARAMS: Final = frozenset({"node_id", "gpu_index", "source", "since", "until", "limit"})

@@ -1,8 +1,8 @@
 """Prediction endpoints: the paged prediction list and the 7/30-day prediction statistics.
 
-The statistics themselves are computed by ``evaluator.stats.document.prediction_stats`` (the rules
-engineer's module); this handler only validates parameters and narrows the node set to what
-the caller may see, so tenant-scoped tokens get statistics over their own nodes only.
+The statistics themselves are computed by ``gpu_health.evaluator.stats.document.prediction_stats``
+(the rules engineer's module); this handler only validates parameters and narrows the node set to
+what the caller may see, so tenant-scoped tokens get statistics over their own nodes only.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final
 
-from evaluator.http.api.auth import Principal, node_not_found
-from evaluator.http.api.context import ApiContext
-from evaluator.http.api.params import Query
-from evaluator.stats import document as stats
-from evaluator.store import api_queries as q
 from gpu_health.clock import rfc3339, rfc3339_or_none
 from gpu_health.errors import ApiError
+from gpu_health.evaluator.http.api.auth import Principal, node_not_found
+from gpu_health.evaluator.http.api.context import ApiContext
+from gpu_health.evaluator.http.api.params import Query
+from gpu_health.evaluator.stats import document as stats
+from gpu_health.evaluator.store import api_queries as q
 
 PREDICTIONS_PARAMS: Final = frozenset(
     {"node_id", "gpu_index", "status", "since", "until", "source", "limit", "offset",

@@ -11,9 +11,10 @@ from __future__ import annotations
 import copy
 from typing import Final
 
-from evaluator.http.api.alerts import ALERT_PATHS, ALERT_SCHEMAS
-from evaluator.http.api.params import PARAMETERS
-from evaluator.http.api.schema_parts import (
+from gpu_health import __version__
+from gpu_health.evaluator.http.api.alerts import ALERT_PATHS, ALERT_SCHEMAS
+from gpu_health.evaluator.http.api.params import PARAMETERS
+from gpu_health.evaluator.http.api.schema_parts import (
     CARD,
     COUNTERS_NULL,
     INT,
@@ -29,8 +30,7 @@ from evaluator.http.api.schema_parts import (
     obj,
     ref,
 )
-from evaluator.model import STATUSES
-from gpu_health import __version__
+from gpu_health.evaluator.model import STATUSES
 
 PREFIX: Final = "/api/v1/gpu-health"
 

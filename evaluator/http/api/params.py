@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from evaluator.model import STATUSES
 from gpu_health.contract import SOURCE_REAL, SOURCES
 from gpu_health.errors import ApiError
+from gpu_health.evaluator.model import STATUSES
 from gpu_health.timestamps import parse_timestamp
 
 # Upper bounds keep values inside the store's column types (INTEGER / BIGINT): an out-of-range

@@ -1,7 +1,7 @@
 """Mounts the read API on the evaluator's aiohttp application.
 
 Everything lives in a sub-application at /api/v1; errors, its 404/405s included, take the one
-error path of the host application (:mod:`evaluator.http.errors`, installed on the root
+error path of the host application (:mod:`gpu_health.evaluator.http.errors`, installed on the root
 application, which aiohttp runs for sub-applications too). Each endpoint authenticates first
 (an unauthenticated caller learns nothing about parameters or nodes), then checks the scope,
 then parses its query strictly.
@@ -21,13 +21,18 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from evaluator.http.access import PRINCIPAL, Rule, allow
-from evaluator.http.api import alerts, handlers_cards, handlers_predictions
-from evaluator.http.api.auth import SCOPE_ALERTS_WRITE, SCOPE_NODES_READ, Principal, is_loopback
-from evaluator.http.api.context import ApiContext, dumps
-from evaluator.http.api.openapi import PREFIX, document
-from evaluator.http.api.params import Query
 from gpu_health.errors import ApiError
+from gpu_health.evaluator.http.access import PRINCIPAL, Rule, allow
+from gpu_health.evaluator.http.api import alerts, handlers_cards, handlers_predictions
+from gpu_health.evaluator.http.api.auth import (
+    SCOPE_ALERTS_WRITE,
+    SCOPE_NODES_READ,
+    Principal,
+    is_loopback,
+)
+from gpu_health.evaluator.http.api.context import ApiContext, dumps
+from gpu_health.evaluator.http.api.openapi import PREFIX, document
+from gpu_health.evaluator.http.api.params import Query
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +140,8 @@ def _log_auth_mode(ctx: ApiContext) -> None:
 
 def add_api_routes(app: web.Application, ctx: ApiContext) -> None:
     """Mount /api/v1 (the endpoints and /api/v1/openapi.json) on ``app``, made by
-    :func:`evaluator.http.access.new_application` (the error path and the access rules), and
-    record each route's rule: its scope, or public for the OpenAPI document. Call once per
+    :func:`gpu_health.evaluator.http.access.new_application` (the error path and the access rules),
+    and record each route's rule: its scope, or public for the OpenAPI document. Call once per
     application, before it starts."""
     _log_auth_mode(ctx)
     api = web.Application()

@@ -1,5 +1,5 @@
-"""Building blocks of the OpenAPI document (:mod:`evaluator.http.api.openapi`): the JSON Schema
-helpers, the scalar types, and the per-card records of the capability matrix."""
+"""Building blocks of the OpenAPI document (:mod:`gpu_health.evaluator.http.api.openapi`): the JSON
+Schema helpers, the scalar types, and the per-card records of the capability matrix."""
 
 from __future__ import annotations
 

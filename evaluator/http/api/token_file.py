@@ -15,8 +15,8 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter
 
-from evaluator.http.api.auth import TokenSet, load_tokens
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.http.api.auth import TokenSet, load_tokens
 
 log = logging.getLogger(__name__)
 CHECK_SECONDS: Final = 5.0

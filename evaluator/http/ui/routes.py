@@ -19,8 +19,8 @@ from typing import Final
 
 from aiohttp import web
 
-from evaluator.http.access import Rule, allow
 from gpu_health.errors import ApiError
+from gpu_health.evaluator.http.access import Rule, allow
 
 CSP: Final = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
               "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")

@@ -17,9 +17,9 @@ The very first step of an import is read plainly (there is no "earlier" inside t
 
 :class:`ChangeTracker` keeps each series' current value across chunks and, at every time one of
 a card's series changes, materialises the card's reading from all its present series with the
-same rules as :func:`~evaluator.ingest.prometheus.metricsets.add_series`: two present series of
-one metric disagreeing make it unknown, two UUIDs at once drop the reading, no present series is
-no reading (a gap). Only the series' labels identify it (the metric name is the query's).
+same rules as :func:`~gpu_health.evaluator.ingest.prometheus.metricsets.add_series`: two present
+series of one metric disagreeing make it unknown, two UUIDs at once drop the reading, no present
+series is no reading (a gap). Only the series' labels identify it (the metric name is the query's).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from evaluator.ingest.prometheus.metricsets import (
+from gpu_health.evaluator.ingest.prometheus.metricsets import (
     MetricSet,
     card_of,
     counter_value,
@@ -37,7 +37,7 @@ from evaluator.ingest.prometheus.metricsets import (
     selector_query,
     unknown_reason,
 )
-from evaluator.model import CardKey, Counters
+from gpu_health.evaluator.model import CardKey, Counters
 
 GONE: Final = "gpu_health_gone"
 SeriesId = tuple[str, frozenset[tuple[str, str]]]

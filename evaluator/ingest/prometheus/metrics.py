@@ -2,7 +2,7 @@
 
 What an operator needs to trust the source: how long its queries take, how much it reads, how
 far behind the data is, and why a cycle failed (``errors_total{reason}``, the reasons of
-:mod:`evaluator.ingest.prometheus.query`).
+:mod:`gpu_health.evaluator.ingest.prometheus.query`).
 """
 
 from __future__ import annotations

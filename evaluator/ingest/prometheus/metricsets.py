@@ -31,8 +31,8 @@ renamed them; a ``tenant`` label, when configured, files the node under that ten
 
 XIDs: ``ours`` and ``nvidia_smi`` export a counter per card and XID code (``xid`` label), read
 as counts. dcgm-exporter's ``DCGM_FI_DEV_XID_ERRORS`` is the *last* XID code as a gauge
-(``xid_kind = "last_value"``); :mod:`evaluator.ingest.prometheus.xids` derives events from its
-changes of value.
+(``xid_kind = "last_value"``); :mod:`gpu_health.evaluator.ingest.prometheus.xids` derives events
+from its changes of value.
 
 dcgm-exporter before 3.x printed DCGM's no-data sentinels as values (``DCGM_INT64_BLANK`` =
 0x7ffffffffffffff0 = 9223372036854775792 and its relatives NOT_FOUND, NOT_SUPPORTED ... up to
@@ -54,9 +54,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from evaluator.ingest.cards import MAX_COUNTER, MAX_GPU_INDEX
-from evaluator.model import MAX_NODE_ID, CardKey, Counters
 from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, XID_METRIC, CounterKey
+from gpu_health.evaluator.ingest.cards import MAX_COUNTER, MAX_GPU_INDEX
+from gpu_health.evaluator.model import MAX_NODE_ID, CardKey, Counters
 
 LIMIT_POINTS: Final = 11_000  # Prometheus: "exceeded maximum resolution of 11,000 points"
 DEFAULT_MAX_POINTS: Final = 10_000  # steps per series per range query

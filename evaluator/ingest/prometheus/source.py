@@ -28,11 +28,13 @@ from typing import Any
 
 import aiohttp
 
-from evaluator.config.source import PrometheusSourceConfig
-from evaluator.config.targets import Target
-from evaluator.ingest.cycle import CycleReport, Ingestor
-from evaluator.ingest.prometheus.metrics import SourceMetrics
-from evaluator.ingest.prometheus.metricsets import (
+from gpu_health.clock import Clock
+from gpu_health.errors import SourceError
+from gpu_health.evaluator.config.source import PrometheusSourceConfig
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
+from gpu_health.evaluator.ingest.prometheus.metrics import SourceMetrics
+from gpu_health.evaluator.ingest.prometheus.metricsets import (
     METRIC_SETS,
     Assembly,
     MetricSet,
@@ -40,16 +42,19 @@ from evaluator.ingest.prometheus.metricsets import (
     index_map,
     selector_query,
 )
-from evaluator.ingest.prometheus.query import QueryLimits, QueryStats, RangeQuerier, chunks
-from evaluator.ingest.prometheus.steps import node_targets, step_results
-from evaluator.ingest.prometheus.window import Window, next_window
-from evaluator.ingest.prometheus.xids import LastXidTracker, XidReadings, xid_readings
-from evaluator.ingest.scrape import ScrapeResult
-from evaluator.outbound import ClientOptions, client_session
-from evaluator.store.db import Database
-from evaluator.store.samples import newest_sample_at
-from gpu_health.clock import Clock
-from gpu_health.errors import SourceError
+from gpu_health.evaluator.ingest.prometheus.query import (
+    QueryLimits,
+    QueryStats,
+    RangeQuerier,
+    chunks,
+)
+from gpu_health.evaluator.ingest.prometheus.steps import node_targets, step_results
+from gpu_health.evaluator.ingest.prometheus.window import Window, next_window
+from gpu_health.evaluator.ingest.prometheus.xids import LastXidTracker, XidReadings, xid_readings
+from gpu_health.evaluator.ingest.scrape import ScrapeResult
+from gpu_health.evaluator.outbound import ClientOptions, client_session
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.samples import newest_sample_at
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from evaluator.config.targets import Target
-from evaluator.ingest.cards import CardExtraction, CardReading
-from evaluator.ingest.prometheus.metricsets import Assembly, MetricSet, readings
-from evaluator.ingest.prometheus.xids import XidReadings
-from evaluator.ingest.scrape import ScrapeResult
-from evaluator.model import CardKey, Counters
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.cards import CardExtraction, CardReading
+from gpu_health.evaluator.ingest.prometheus.metricsets import Assembly, MetricSet, readings
+from gpu_health.evaluator.ingest.prometheus.xids import XidReadings
+from gpu_health.evaluator.ingest.scrape import ScrapeResult
+from gpu_health.evaluator.model import CardKey, Counters
 
 
 def node_targets(base_url: str) -> Callable[[str, str | None], Target]:

@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from evaluator.ingest.cards import MAX_XID
-from evaluator.ingest.prometheus.metricsets import (
+from gpu_health.contract import MEMORY_XIDS
+from gpu_health.evaluator.ingest.cards import MAX_XID
+from gpu_health.evaluator.ingest.prometheus.metricsets import (
     Assembly,
     MetricSet,
     card_of,
     counter_value,
 )
-from evaluator.model import CardKey
-from gpu_health.contract import MEMORY_XIDS
+from gpu_health.evaluator.model import CardKey
 
 # card -> time -> (uuid, xid code -> count)
 XidReadings = dict[CardKey, dict[datetime, tuple[str | None, dict[int, int]]]]

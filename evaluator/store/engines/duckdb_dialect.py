@@ -1,13 +1,13 @@
 """DuckDB's dialect: its text where the shared statements cannot agree with PostgreSQL's
-(:class:`evaluator.store.sql.Dialect`). The shared statements are DuckDB SQL already, so this
-holds only the places where PostgreSQL's equivalent is a different plan, not a spelling (pure).
+(:class:`gpu_health.evaluator.store.sql.Dialect`). The shared statements are DuckDB SQL already, so
+this holds only the places where PostgreSQL's equivalent is a different plan, not a spelling (pure).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from evaluator.store.sql import Dialect
+from gpu_health.evaluator.store.sql import Dialect
 
 # The rows next to each boundary: every card's rows of the slices around the boundaries
 # (``near``, one scan per slice), joined on time buckets. DuckDB scans and hash-joins ``near``

@@ -1,17 +1,17 @@
 """PostgreSQL as the store (``storage.url: postgresql://...``): the only module importing psycopg.
 
 The store's statements are written once for both engines (DuckDB's SQL plus what
-:mod:`evaluator.store.engines.postgres_dialect` gives PostgreSQL); here they are passed to
-psycopg with the ``$name`` placeholders rewritten to psycopg's ``%(name)s``.
+:mod:`gpu_health.evaluator.store.engines.postgres_dialect` gives PostgreSQL); here they are passed
+to psycopg with the ``$name`` placeholders rewritten to psycopg's ``%(name)s``.
 
 Connections come from one psycopg pool. A transaction keeps its connection on its thread from
 BEGIN to COMMIT (the store's transactions span several ``execute`` calls); a statement outside a
 transaction borrows one for itself (autocommit). Sessions run in UTC; ``numeric`` results (a
 ``sum`` of BIGINTs) read back as ``int`` when integral and ``float`` otherwise, like DuckDB's.
 
-Fencing (issue 13): while :data:`FENCE` holds a check (set by the leader's loops, see
-:mod:`evaluator.cluster.membership`), every write transaction on this database begins with
-that check, and a statement outside a transaction gets a transaction of its own, so a deposed
+Fencing: while :data:`FENCE` holds a check (set by the leader's loops, see
+:mod:`gpu_health.evaluator.cluster.membership`), every write transaction on this database begins
+with that check, and a statement outside a transaction gets a transaction of its own, so a deposed
 leader's write fails before it lands instead of racing the new leader.
 """
 
@@ -31,15 +31,15 @@ import psycopg.errors
 from psycopg.adapt import Loader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from evaluator.config.storage import PostgresConfig
-from evaluator.store.db import Database, Params, Result
-from evaluator.store.engines.postgres_dialect import (
+from gpu_health.errors import StoreError
+from gpu_health.evaluator.config.storage import PostgresConfig
+from gpu_health.evaluator.store.db import Database, Params, Result
+from gpu_health.evaluator.store.engines.postgres_dialect import (
     COMPAT,
     DIALECT,
     rewrite,
     to_pyformat,
 )
-from gpu_health.errors import StoreError
 
 _DEFAULTS: Final = PostgresConfig("")  # storage.connect_timeout, storage.statement_timeout
 

@@ -39,7 +39,7 @@ import functools
 import re
 from typing import Final
 
-from evaluator.store.sql import Dialect
+from gpu_health.evaluator.store.sql import Dialect
 
 _SQL = "LANGUAGE sql IMMUTABLE PARALLEL SAFE"
 
@@ -231,7 +231,8 @@ def to_pyformat(sql: str) -> str:
     return "".join(out)
 
 
-# -- PostgreSQL's text where the shared statements cannot agree (evaluator.store.sql.Dialect) --
+# -- PostgreSQL's text where the shared statements cannot agree
+# (gpu_health.evaluator.store.sql.Dialect) --
 
 # The rows next to each boundary: an index range scan per card and boundary instead of
 # DuckDB's scanned and hash-joined slices (why, and what it cost, in the statement's comments).

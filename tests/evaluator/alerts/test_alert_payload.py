@@ -7,8 +7,8 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from evaluator.alerts import payload
-from evaluator.store.alerts import AlertView
+from gpu_health.evaluator.alerts import payload
+from gpu_health.evaluator.store.alerts import AlertView
 from tests.shared import require_shared
 
 OPENED = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
@@ -80,11 +80,11 @@ def test_a_vanished_prediction_reads_unknown_not_zero() -> None:
 def test_firing_ends_four_resend_intervals_ahead_and_resolved_at_the_close() -> None:
     now = OPENED + timedelta(minutes=30)
     body = payload.firing(ALERT, now=now, resend_interval=RESEND,
-                          external_url="http://ev.example:9836/")
+                          external_url="http://ev.example:10347/")
     assert _ts(body["startsAt"]) == OPENED
     assert _ts(body["endsAt"]) == now + 4 * RESEND
     assert body["generatorURL"] == \
-        "http://ev.example:9836/api/v1/gpu-health/predictions?node_id=gpu-node-01"
+        "http://ev.example:10347/api/v1/gpu-health/predictions?node_id=gpu-node-01"
     closed = replace(ALERT, closed_at=now)
     assert _ts(payload.resolved(closed, external_url="http://e")["endsAt"]) == now
     # Alertmanager refuses endsAt <= startsAt ("start time must be before end time").
@@ -115,8 +115,8 @@ def test_shape_matches_the_body_alertmanager_accepted() -> None:
 
 
 def test_the_card_s_recommended_action_is_an_annotation_worded_as_a_recommendation() -> None:
-    from evaluator.alerts.loop import AlertState, with_actions
-    from evaluator.rules.actions import Recommendation
+    from gpu_health.evaluator.alerts.loop import AlertState, with_actions
+    from gpu_health.evaluator.rules.actions import Recommendation
 
     assert ALERT.gpu_index is not None
     state = AlertState(open=(ALERT,), closing=(), opened=(), removed=())

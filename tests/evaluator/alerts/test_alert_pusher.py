@@ -15,11 +15,11 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
-from evaluator.alerts.loop import AlertLoop
-from evaluator.alerts.pusher import backoff
-from evaluator.config.alerting import AlertingConfig
-from evaluator.store import Database
-from evaluator.store.alerts import closing_alerts, resolve_alert
+from gpu_health.evaluator.alerts.loop import AlertLoop
+from gpu_health.evaluator.alerts.pusher import backoff
+from gpu_health.evaluator.config.alerting import AlertingConfig
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.alerts import closing_alerts, resolve_alert
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_node, add_prediction
 from tests.evaluator.ingest_support import FakeClock
@@ -84,7 +84,7 @@ def make_loop(db: Database, urls: list[str], clock: FakeClock, *,
               registry: CollectorRegistry | None = None) -> AlertLoop:
     config = AlertingConfig(alertmanagers=tuple(urls), resend_interval=RESEND, timeout=timeout,
                             node_removal_grace=3600.0, backlog_after=72 * 3600.0)
-    return AlertLoop(db, config, external_url="http://evaluator.example:9836", clock=clock,
+    return AlertLoop(db, config, external_url="http://evaluator.example:10347", clock=clock,
                      registry=registry or CollectorRegistry(), present_nodes=lambda: present)
 
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.backtest.report import summary_sentence
-from evaluator.compose import build_service
-from evaluator.config.file import load_config
-from evaluator.main import main
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.store.backtest import MARKER, open_backtest
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.samples import insert_samples
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.backtest.report import summary_sentence
+from gpu_health.evaluator.compose import build_service
+from gpu_health.evaluator.config.file import load_config
+from gpu_health.evaluator.main import main
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.store.backtest import MARKER, open_backtest
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.samples import insert_samples
 from tests.evaluator.backtest_support import V1_FILE
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.backtest.events import (
+from gpu_health.clock import from_naive_utc
+from gpu_health.errors import ConfigError
+from gpu_health.evaluator.backtest.events import (
     CALCHAS,
     Kind,
     card_histories,
@@ -19,14 +21,12 @@ from evaluator.backtest.events import (
     parse_events,
     parse_time,
 )
-from evaluator.backtest.history import keepalive_period, keepalive_rows, write_histories
-from evaluator.ingest.write_rule import decide
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.store.backtest_queries import preceded_by_correctable
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.stats import raw_stats
-from gpu_health.clock import from_naive_utc
-from gpu_health.errors import ConfigError
+from gpu_health.evaluator.backtest.history import keepalive_period, keepalive_rows, write_histories
+from gpu_health.evaluator.ingest.write_rule import decide
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.store.backtest_queries import preceded_by_correctable
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.stats import raw_stats
 from tests.shared import require_shared
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

@@ -23,14 +23,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from evaluator.backtest.prometheus import PrometheusRange, chunks, import_prometheus
-from evaluator.ingest.prometheus.metricsets import DCGM, NVIDIA_SMI, OURS, MetricSet
-from evaluator.ingest.write_rule import decide
-from evaluator.main import main
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.clock import from_naive_utc
+from gpu_health.evaluator.backtest.prometheus import PrometheusRange, chunks, import_prometheus
+from gpu_health.evaluator.ingest.prometheus.metricsets import DCGM, NVIDIA_SMI, OURS, MetricSet
+from gpu_health.evaluator.ingest.write_rule import decide
+from gpu_health.evaluator.main import main
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.backtest_support import V1_FILE
 
 pytestmark = pytest.mark.skipif(
@@ -53,9 +53,9 @@ Value = Callable[[int], float | None]  # minute -> value (None: no sample)
 
 
 def ours_series() -> list[tuple[str, str, Value]]:
-    a = 'gpu="0",uuid="GPU-a",node="n1",vendor="nvidia",instance="10.0.0.1:9835",job="gpu"'
-    b = 'gpu="1",uuid="GPU-b",node="n1",vendor="nvidia",instance="10.0.0.1:9835",job="gpu"'
-    c = 'gpu="0",uuid="GPU-c",vendor="nvidia",instance="10.0.0.9:9835",job="gpu"'
+    a = 'gpu="0",uuid="GPU-a",node="n1",vendor="nvidia",instance="10.0.0.1:10346",job="gpu"'
+    b = 'gpu="1",uuid="GPU-b",node="n1",vendor="nvidia",instance="10.0.0.1:10346",job="gpu"'
+    c = 'gpu="0",uuid="GPU-c",vendor="nvidia",instance="10.0.0.9:10346",job="gpu"'
     return [
         ("gpu_health_ecc_corrected_total", a, lambda m: m // 100),
         ("gpu_health_ecc_uncorrected_total", a, lambda m: 0 if m < 2000 else 1),
@@ -82,13 +82,13 @@ def dcgm_series() -> list[tuple[str, str, Value]]:
 
 
 def nvidia_smi_series() -> list[tuple[str, str, Value]]:
-    f = 'uuid="GPU-f",instance="10.0.2.1:9835"'
+    f = 'uuid="GPU-f",instance="10.0.2.1:10346"'
     return [
         ("nvidia_smi_gpu_info", f + ',index="2",name="NVIDIA H100"', lambda m: 1),
         ("nvidia_smi_ecc_errors_corrected_aggregate_total", f, lambda m: m // 720),
         ("nvidia_smi_ecc_errors_uncorrected_aggregate_total", f, lambda m: 0),
-        ("nvidia_smi_ecc_errors_corrected_aggregate_total", 'uuid="GPU-x",instance="10.0.2.1:9835"',
-         lambda m: 1),  # no gpu_info for GPU-x: no card identity
+        ("nvidia_smi_ecc_errors_corrected_aggregate_total",
+         'uuid="GPU-x",instance="10.0.2.1:10346"', lambda m: 1),  # no gpu_info: no identity
     ]
 
 

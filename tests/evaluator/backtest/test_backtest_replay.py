@@ -16,14 +16,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from evaluator.backtest.activity import tick_grid
-from evaluator.backtest.pipeline import replay_all
-from evaluator.backtest.replay import replay
-from evaluator.backtest.report import build_report
-from evaluator.backtest.rulesets import Variant
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.worker import Worker
+from gpu_health.evaluator.backtest.activity import tick_grid
+from gpu_health.evaluator.backtest.pipeline import replay_all
+from gpu_health.evaluator.backtest.replay import replay
+from gpu_health.evaluator.backtest.report import build_report
+from gpu_health.evaluator.backtest.rulesets import Variant
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.worker import Worker
 from tests.evaluator.backtest_support import dump, mixed_fleet, predictions, v1
 from tests.evaluator.rules_support import at, const, load, quadratic, series, step
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.backtest.report import compare_with_baselines
-from evaluator.backtest.rulesets import Variant, baseline_variants
-from evaluator.config.rules import BASELINE_FILES, load_ruleset
+from gpu_health.evaluator.backtest.report import compare_with_baselines
+from gpu_health.evaluator.backtest.rulesets import Variant, baseline_variants
+from gpu_health.evaluator.config.rules import BASELINE_FILES, load_ruleset
 
 
 def entry(version: str, window: int, ff: tuple[float | None, float | None],

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator.backtest.batch import replay_versions
-from evaluator.backtest.pipeline import replay_all
-from evaluator.backtest.rulesets import variants
-from evaluator.rules.ruleset import RuleSet
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.backtest.batch import replay_versions
+from gpu_health.evaluator.backtest.pipeline import replay_all
+from gpu_health.evaluator.backtest.rulesets import variants
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.backtest_support import V1_FILE, dump, mixed_fleet, predictions
 from tests.evaluator.rules_support import at
 

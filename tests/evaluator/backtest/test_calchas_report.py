@@ -1,4 +1,4 @@
-"""The backtest report on the public Calchas data is the one the code gave before issue 14.
+"""The backtest report on the public Calchas data is the one the code gave before daily rollups.
 
 ``tests/fixtures/backtest-report-calchas-v2-ecc-xid-before-rollups.json`` was written by the
 release before the daily rollups (``gpu-health-evaluator backtest --events <calchas> --preset
@@ -6,7 +6,7 @@ calchas --no-baselines``, the default rule set v2-ecc-xid), then stripped of wha
 run to run: the time it was made, the file it went to, the replay's duration, the rule file's
 path, and the events path. The storage layout changed under it (no ART index, sealed daily
 rollups, window edges); every count, precision, recall, lift and fault list must still be the
-same. Issue 25 changed the report's form once: the notes' wording ("26 matured first_fault
+same. Shadow versions changed the report's form once: the notes' wording ("26 matured first_fault
 predictions (gate 20)"), the Wilson intervals, ``costs`` and ``gpu_hours_saved`` were added; the
 stored copy was written again after a field-by-field check that nothing else moved.
 """
@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evaluator.main import main
+from gpu_health.evaluator.main import main
 from tests.shared import require_shared
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from evaluator.backtest.compare import Costs, Point, compare, gpu_hours_saved
+from gpu_health.evaluator.backtest.compare import Costs, Point, compare, gpu_hours_saved
 
 
 @pytest.mark.parametrize("a, b, winner, by", [

@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.backtest.history import ReadingWriter
-from evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.backtest.history import ReadingWriter
+from gpu_health.evaluator.model import CardKey, Counters, Sample
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 KEY = CardKey("n1", 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evaluator.backtest.report import summary_sentence
+from gpu_health.evaluator.backtest.report import summary_sentence
 from tests.shared import FIXTURES
 
 

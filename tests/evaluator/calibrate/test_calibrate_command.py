@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from evaluator.compose import build_service
-from evaluator.config.file import load_config
-from evaluator.config.rules import load_ruleset
-from evaluator.main import main
-from evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.compose import build_service
+from gpu_health.evaluator.config.file import load_config
+from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.main import main
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.backtest_support import V1_FILE
 from tests.evaluator.calibrate_support import START, write_fleet
 

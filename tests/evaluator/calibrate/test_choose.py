@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.backtest.compare import Point
-from evaluator.calibrate.choose import Candidate, Objective, choose, verdict
+from gpu_health.evaluator.backtest.compare import Point
+from gpu_health.evaluator.calibrate.choose import Candidate, Objective, choose, verdict
 
 
 def metrics(precision: float | None, recall: float | None,

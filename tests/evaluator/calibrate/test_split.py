@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from evaluator.calibrate.split import split_period
+from gpu_health.evaluator.calibrate.split import split_period
 
 SINCE = datetime(2026, 1, 1, 0, 7, tzinfo=UTC)
 UNTIL = SINCE + timedelta(days=100)

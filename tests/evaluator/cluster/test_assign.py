@@ -1,4 +1,4 @@
-"""Rendezvous hashing of scrape targets over live members (issue 13): every target has exactly
+"""Rendezvous hashing of scrape targets over live members: every target has exactly
 one owner, members agree without talking, and a member leaving moves only its own targets."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evaluator.cluster.assign import TargetShare, mine, owner
+from gpu_health.evaluator.cluster.assign import TargetShare, mine, owner
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class T:
 
 members_st = st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=6, unique=True)
 targets_st = st.lists(st.integers(0, 10_000), max_size=60, unique=True).map(
-    lambda ns: [T(f"http://gpu-{n}:9835/metrics", f"gpu-{n}") for n in ns])
+    lambda ns: [T(f"http://gpu-{n}:10346/metrics", f"gpu-{n}") for n in ns])
 
 
 @given(members_st, targets_st)
@@ -40,7 +40,7 @@ def test_a_leaving_member_moves_only_its_own_targets(members: list[str], targets
 
 
 def test_shares_are_balanced_enough() -> None:
-    targets = [T(f"http://gpu-{n}:9835/metrics", f"gpu-{n}") for n in range(2000)]
+    targets = [T(f"http://gpu-{n}:10346/metrics", f"gpu-{n}") for n in range(2000)]
     sizes = [len(mine(targets, ["a", "b", "c"], m)) for m in ("a", "b", "c")]
     assert sum(sizes) == 2000 and min(sizes) > 550  # 667 each on average
 

@@ -1,4 +1,4 @@
-"""One evaluator's membership loop on a real PostgreSQL (issue 13): the first heartbeat leads,
+"""One evaluator's membership loop on a real PostgreSQL: the first heartbeat leads,
 the second member follows, leader-only ticks run only on the leader and under its fence, a
 member whose heartbeats fail for a TTL steps down on its own, and a clean close hands over."""
 
@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from prometheus_client import CollectorRegistry
 
-from evaluator.cluster.membership import Cluster, ClusterConfig
-from evaluator.store.engines.postgres import PostgresDatabase
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.cluster.membership import Cluster, ClusterConfig
+from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
 from tests.postgres import PostgresServer
 
 TTL = timedelta(seconds=6)
@@ -40,7 +40,7 @@ def dbs(postgres: PostgresServer) -> Iterator[tuple[PostgresDatabase, PostgresDa
 def member(db: PostgresDatabase, name: str, clock: Monotonic) -> tuple[Cluster,
                                                                        CollectorRegistry]:
     registry = CollectorRegistry()
-    return Cluster(db, ClusterConfig(name, f"http://{name}:9836", TTL), registry,
+    return Cluster(db, ClusterConfig(name, f"http://{name}:10347", TTL), registry,
                    monotonic=clock), registry
 
 
@@ -55,7 +55,7 @@ async def test_first_leads_second_follows_and_readyz_names_the_leader(
     assert reg_a.get_sample_value("gpu_health_evaluator_leader") == 1
     assert reg_b.get_sample_value("gpu_health_evaluator_leader") == 0
     assert b.members() == ("a", "b")
-    assert b.leader_text() == "leader a (http://a:9836), token 1"
+    assert b.leader_text() == "leader a (http://a:10347), token 1"
     assert a.leader_text().endswith("(this evaluator)")
 
 
@@ -118,14 +118,14 @@ async def test_a_clean_close_hands_the_lease_over_at_once(
 
 async def test_a_second_process_with_the_same_member_id_is_refused_until_the_first_is_gone(
         dbs: tuple[PostgresDatabase, PostgresDatabase]) -> None:
-    """Issue 27: both led with the same fencing token and both ran the worker."""
+    """Before: both led with the same fencing token and both ran the worker."""
     clock = Monotonic()
     (first, _), (twin, _) = member(dbs[0], "e1", clock), member(dbs[1], "e1", clock)
     await first.claim()
     with pytest.raises(StoreError) as refused:
         await twin.claim()
     assert refused.value.reason == "duplicate_member"
-    assert "another evaluator at http://e1:9836 is running with ha.member_id 'e1'" \
+    assert "another evaluator at http://e1:10347 is running with ha.member_id 'e1'" \
         in str(refused.value)
     assert first.is_leader and not twin.is_leader
     with pytest.raises(StoreError):  # later heartbeats of the twin fail the same way
@@ -141,7 +141,7 @@ async def test_a_second_process_with_the_same_member_id_is_refused_until_the_fir
 
 async def test_the_leader_gauge_and_readyz_drop_when_the_lease_is_not_confirmed(
         dbs: tuple[PostgresDatabase, PostgresDatabase]) -> None:
-    """Issue 27: a heartbeat hanging on a frozen database kept the gauge at 1 for 56 s and
+    """Before: a heartbeat hanging on a frozen database kept the gauge at 1 for 56 s and
     /readyz said "(this evaluator)"; both follow the lease's freshness now, without a tick."""
     clock = Monotonic()
     cluster, registry = member(dbs[0], "a", clock)
@@ -149,14 +149,14 @@ async def test_the_leader_gauge_and_readyz_drop_when_the_lease_is_not_confirmed(
     assert registry.get_sample_value("gpu_health_evaluator_leader") == 1
     clock.now += TTL.total_seconds()  # no heartbeat finished since: the tick hangs
     assert registry.get_sample_value("gpu_health_evaluator_leader") == 0
-    assert cluster.leader_text() == ("leader a (http://a:9836), token 1 by the last heartbeat, "
+    assert cluster.leader_text() == ("leader a (http://a:10347), token 1 by the last heartbeat, "
                                      "not confirmed since: this evaluator does not act as leader")
 
 
 def test_store_errors_say_what_they_are() -> None:
     import psycopg
 
-    from evaluator.store.engines.postgres import _store_error
+    from gpu_health.evaluator.store.engines.postgres import _store_error
 
     cases = {psycopg.errors.InsufficientPrivilege("permission denied for table x"): "permission",
              psycopg.errors.DiskFull("could not extend file"): "resources",

@@ -1,4 +1,4 @@
-"""An evaluator on PostgreSQL when the database goes away and comes back (issue 13): cycles fail
+"""An evaluator on PostgreSQL when the database goes away and comes back: cycles fail
 and are counted by reason, /readyz says 503 with why, the leader gives its leadership up once
 its lease may have expired, and everything resumes when the database is back. At start-up, an
 unreachable database is exit code 1 naming the host."""
@@ -14,9 +14,9 @@ import aiohttp
 import pytest
 import yaml
 
-from evaluator.compose import Service, build_service
-from evaluator.config.file import Config, parse_config
-from evaluator.main import main
+from gpu_health.evaluator.compose import Service, build_service
+from gpu_health.evaluator.config.file import Config, parse_config
+from gpu_health.evaluator.main import main
 from tests.evaluator.http.test_process_endpoints import _serve
 from tests.evaluator.ingest_support import Card, FakeClock, StandIn, a100, render, stand_in
 from tests.postgres import PASSWORD, PostgresServer, postgres_server

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.config.alerting import AlertingConfig
-from evaluator.config.file import load_config
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.alerting import AlertingConfig
+from gpu_health.evaluator.config.file import load_config
+from gpu_health.resources import RULES
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -21,19 +22,19 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_defaults_are_enabled_with_prometheus_like_timings(tmp_path: Path) -> None:
-    cfg = load_config(write(tmp_path, "web: {listen_address: '10.0.0.5:9836'}\n"), {})
+    cfg = load_config(write(tmp_path, "web: {listen_address: '10.0.0.5:10347'}\n"), {})
     assert cfg.alerting == AlertingConfig()
     assert cfg.alerting.enabled is True  # fail-open: absent means on
     assert (cfg.alerting.resend_interval, cfg.alerting.timeout) == (60.0, 10.0)
     assert (cfg.alerting.node_removal_grace, cfg.alerting.backlog_after) == (3600.0, 259200.0)
     assert cfg.alertmanagers == ()
-    assert cfg.external_url == "http://10.0.0.5:9836"
-    assert load_config(None, {}).external_url == "http://127.0.0.1:9836"
+    assert cfg.external_url == "http://10.0.0.5:10347"
+    assert load_config(None, {}).external_url == "http://127.0.0.1:10347"
 
 
 def test_every_key(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, """
-web: {listen_address: "[::1]:9836", external_url: "https://gpu-health.example.com/ev/"}
+web: {listen_address: "[::1]:10347", external_url: "https://gpu-health.example.com/ev/"}
 alerting:
   enabled: true
   alertmanagers: ["http://am-0:9093", "https://am-1.example.com/alertmanager"]
@@ -82,8 +83,8 @@ def test_the_shipped_examples_load(tmp_path: Path) -> None:
     example = load_config(REPO / "deploy" / "evaluator.example.yml", {})
     assert example.alerting.enabled
     image = load_config(REPO / "deploy" / "evaluator.docker.yml", {})
-    assert image.rules.dir == Path("/usr/share/gpu-health/rules")
+    assert image.rules.dir == RULES  # the rule sets packaged in the wheel
     assert image.api_tokens_file is None  # the API stays closed off loopback until configured
     compose = load_config(REPO / "deploy" / "evaluator.compose.yml", {})
     assert compose.alertmanagers == ("http://alertmanager:9093",)
-    assert compose.external_url == "http://localhost:9836"
+    assert compose.external_url == "http://localhost:10347"

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.config.file import (
+from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.file import (
     DEFAULT_RETENTION_DAYS,
     default_config,
     load_config,
     parse_config,
     retention_days_from_env,
 )
-from evaluator.config.targets import TargetGroup
-from evaluator.config.values import parse_size
-from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.targets import TargetGroup
+from gpu_health.evaluator.config.values import parse_size
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "deploy" / "evaluator.example.yml"
 
@@ -32,8 +32,8 @@ def test_no_file_means_built_in_defaults() -> None:
     cfg = load_config(None, {})
     assert cfg == default_config()
     assert cfg.storage_path == Path("data/gpu-health.duckdb")
-    assert cfg.static_configs == (TargetGroup(("127.0.0.1:9835",)),)
-    assert cfg.listen_address == "127.0.0.1:9836"
+    assert cfg.static_configs == (TargetGroup(("127.0.0.1:10346",)),)
+    assert cfg.listen_address == "127.0.0.1:10347"
     assert (cfg.scrape.interval, cfg.keepalive.total_seconds(), cfg.dedup.max_entries) == (
         60, 300, 4096)
     assert cfg.dedup.idle_seconds == 1800 and cfg.retention_days == 180
@@ -49,7 +49,7 @@ def test_full_file_and_paths_relative_to_the_file(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, """
 scrape: {interval: 30s, timeout: 5, max_concurrency: 8, max_response_bytes: 2MiB}
 static_configs:
-  - targets: ["gpu-01:9835", "[::1]:9835"]
+  - targets: ["gpu-01:10346", "[::1]:10346"]
     labels: {node: gpu-01, tenant: acme}
 file_sd_configs:
   - files: [sd/*.json]
@@ -66,7 +66,7 @@ api: {tokens_file: tokens.yml}
 """), {"GPU_HEALTH_RETENTION_DAYS": "30"})
     assert (cfg.scrape.interval, cfg.scrape.timeout, cfg.scrape.max_concurrency) == (30, 5, 8)
     assert cfg.scrape.max_response_bytes == 2 * 1024 * 1024
-    assert cfg.static_configs[0].targets == ("gpu-01:9835", "[::1]:9835")
+    assert cfg.static_configs[0].targets == ("gpu-01:10346", "[::1]:10346")
     assert dict(cfg.static_configs[0].labels) == {"node": "gpu-01", "tenant": "acme"}
     assert cfg.file_sd_configs[0].files == (str(tmp_path / "sd/*.json"),)
     assert cfg.file_sd_configs[0].refresh_interval == 60
@@ -87,9 +87,9 @@ def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
 scrap: {}
 scrape: {interval: 10s, timeout: 20s, max_concurrency: 0, max_response_bytes: 10}
 static_configs:
-  - targets: ["http://gpu-01:9835", "gpu-02", "gpu-03:99999"]
+  - targets: ["http://gpu-01:10346", "gpu-02", "gpu-03:99999"]
     labels: {node: "", "bad-name": x, __scheme__: ftp}
-  - targets: "gpu-04:9835"
+  - targets: "gpu-04:10346"
 file_sd_configs:
   - files: ["sd/*.txt", "*/x.json"]
     refresh_interval: soon
@@ -111,7 +111,7 @@ api: {tokens_file: 3}
         "unknown key 'scrap' (did you mean 'scrape'?)",
         "scrape.timeout (20s) must not exceed scrape.interval (10s)",
         "scrape.max_concurrency", "scrape.max_response_bytes",
-        "'http://gpu-01:9835' must be 'host:port' (no scheme",
+        "'http://gpu-01:10346' must be 'host:port' (no scheme",
         "'gpu-02' is not 'host:port'", "'gpu-03:99999' is not 'host:port'",
         "labels.node must not be empty", "'bad-name' is not a valid label name",
         "__scheme__ must be http or https", "static_configs[1].targets must be a list",
@@ -171,14 +171,14 @@ def test_shipped_example_config_is_valid() -> None:
 
 def test_a_node_name_the_api_could_not_address_is_refused_where_it_enters(
         tmp_path: Path) -> None:
-    """Issue 27: a 10 KB node name is a config error (exit 2) or a refused discovery file,
+    """Before: a 10 KB node name is a config error (exit 2) or a refused discovery file,
     never a stored node that no request can name (the API's values stop at 256 characters)."""
-    from evaluator.ingest.discovery import load_groups_text
     from gpu_health.errors import DiscoveryError
+    from gpu_health.evaluator.ingest.discovery import load_groups_text
 
     long_node, long_host = "n" * 254, "h" * 254
-    text = (f"static_configs:\n  - targets: ['{long_host}:9835']\n"
-            f"  - targets: ['ok:9835']\n    labels: {{node: {long_node}}}\n")
+    text = (f"static_configs:\n  - targets: ['{long_host}:10346']\n"
+            f"  - targets: ['ok:10346']\n    labels: {{node: {long_node}}}\n")
     with pytest.raises(ConfigError) as caught:
         load_config(write(tmp_path, text), {})
     problems = " ".join(caught.value.problems)
@@ -186,18 +186,18 @@ def test_a_node_name_the_api_could_not_address_is_refused_where_it_enters(
     assert "a host longer than 253" in problems
     assert long_node not in problems  # the value itself is not echoed
     with pytest.raises(DiscoveryError, match="more than 253") as refused:
-        load_groups_text(f'[{{"targets": ["ok:9835"], "labels": {{"node": "{long_node}"}}}}]',
+        load_groups_text(f'[{{"targets": ["ok:10346"], "labels": {{"node": "{long_node}"}}}}]',
                          "sd.json")
     assert refused.value.reason == "invalid"
-    config = load_config(write(tmp_path, f"static_configs:\n  - targets: ['ok:9835']\n"
+    config = load_config(write(tmp_path, f"static_configs:\n  - targets: ['ok:10346']\n"
                                           f"    labels: {{node: {'n' * 253}}}\n"), {})
     assert config.static_configs[0].labels == (("node", "n" * 253),)
 
 
 def test_keepalive_is_the_key_and_its_old_name_still_works_with_a_warning(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 31: ``keepalive_seconds: 5m`` said seconds but took a duration."""
-    with caplog.at_level(logging.WARNING, logger="evaluator.config.file"):
+    """Before: ``keepalive_seconds: 5m`` said seconds but took a duration."""
+    with caplog.at_level(logging.WARNING, logger="gpu_health.evaluator.config.file"):
         assert parse_config({"keepalive": "2m"}, base=tmp_path).keepalive == timedelta(minutes=2)
         assert caplog.records == []
         old = parse_config({"keepalive_seconds": "3m"}, base=tmp_path)

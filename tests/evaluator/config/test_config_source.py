@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.config.file import parse_config
-from evaluator.ingest.prometheus.source import client_options, metric_set
-from evaluator.outbound import session_headers
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.file import parse_config
+from gpu_health.evaluator.ingest.prometheus.source import client_options, metric_set
+from gpu_health.evaluator.outbound import session_headers
 
 
 def test_scrape_is_the_default() -> None:
@@ -53,7 +53,7 @@ def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
     (tmp_path / "empty").write_text("")
     with pytest.raises(ConfigError) as err:
         parse_config({
-            "static_configs": [{"targets": ["gpu-1:9835"]}],
+            "static_configs": [{"targets": ["gpu-1:10346"]}],
             "ingest": {"source": "prometheus", "prometheus": {
                 "url": "ftp://prom", "metrics": "dcgm-exporter", "selector": '{job="x"}',
                 "labels": {"hostname": "h"}, "lag": "soon", "max_points": 20_000,

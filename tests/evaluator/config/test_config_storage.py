@@ -1,4 +1,4 @@
-"""The storage and ha sections (issue 13): DuckDB stays the default, a postgresql:// url with
+"""The storage and ha sections: DuckDB stays the default, a postgresql:// url with
 its password read from a file (never in a repr or the URL), every problem listed at once."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.compose import open_store
-from evaluator.config.file import DEFAULT_STORAGE, parse_config
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.compose import open_store
+from gpu_health.evaluator.config.file import DEFAULT_STORAGE, parse_config
 
 
 def test_duckdb_stays_the_default_and_url_may_be_a_path(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_ha_without_a_shared_store_is_refused(tmp_path: Path) -> None:
 
 
 def test_duckdb_memory_limit_reaches_the_file_and_is_checked(tmp_path: Path) -> None:
-    """Issue 33: storage.memory_limit bounds DuckDB's memory (the rest spills to <file>.tmp);
+    """Before: storage.memory_limit bounds DuckDB's memory (the rest spills to <file>.tmp);
     without it DuckDB's own default stands."""
     config = parse_config({"storage": {"path": "s.duckdb", "memory_limit": "512MiB"}},
                           base=tmp_path)

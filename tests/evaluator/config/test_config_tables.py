@@ -13,18 +13,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evaluator.config.alerting import ALERTING, AlertingConfig
-from evaluator.config.api import API, ApiLimits
-from evaluator.config.discovery import FILE_SD, HTTP_SD, FileSDConfig, HttpSDConfig
-from evaluator.config.file import RULES, WEB, RulesConfig, parse_config
-from evaluator.config.remediation import SLURM, SlurmRemediation
-from evaluator.config.scrape import SCRAPE, ScrapeConfig
-from evaluator.config.source import INGEST, PROMETHEUS, IngestConfig, PrometheusSourceConfig
-from evaluator.config.storage import HA, STORAGE, HaConfig, PostgresConfig
-from evaluator.config.table import Setting, Table
-from evaluator.config.values import Checker
-from evaluator.config.writes import DEDUP, KEEPALIVE, DedupConfig
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.alerting import ALERTING, AlertingConfig
+from gpu_health.evaluator.config.api import API, ApiLimits
+from gpu_health.evaluator.config.discovery import FILE_SD, HTTP_SD, FileSDConfig, HttpSDConfig
+from gpu_health.evaluator.config.file import RULES, WEB, RulesConfig, parse_config
+from gpu_health.evaluator.config.remediation import SLURM, SlurmRemediation
+from gpu_health.evaluator.config.scrape import SCRAPE, ScrapeConfig
+from gpu_health.evaluator.config.source import (
+    INGEST,
+    PROMETHEUS,
+    IngestConfig,
+    PrometheusSourceConfig,
+)
+from gpu_health.evaluator.config.storage import HA, STORAGE, HaConfig, PostgresConfig
+from gpu_health.evaluator.config.table import Setting, Table
+from gpu_health.evaluator.config.values import Checker
+from gpu_health.evaluator.config.writes import DEDUP, KEEPALIVE, DedupConfig
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 # Each table and the dataclass its values land in (fields named like the keys).

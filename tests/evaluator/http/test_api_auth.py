@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from evaluator.http.api.auth import (
+from gpu_health.errors import ApiError, ConfigError
+from gpu_health.evaluator.http.api.auth import (
     LOOPBACK_PRINCIPAL,
     authenticate,
     hash_token,
@@ -20,9 +21,8 @@ from evaluator.http.api.auth import (
     parse_tokens,
     tokens_hash_main,
 )
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.errors import ApiError, ConfigError
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.api_support import (
     DOC,
     build_dataset,
@@ -72,10 +72,10 @@ def test_tokens_file_round_trip(tmp_path: Path) -> None:
 
 def test_a_tokens_file_others_can_write_is_warned_about(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 27: whoever can write it can grant themselves every tenant at the next start."""
+    """Before: whoever can write it can grant themselves every tenant at the next start."""
     path = write_tokens_file(tmp_path / "tokens.yaml")
     path.chmod(0o600)
-    with caplog.at_level(logging.WARNING, logger="evaluator.http.api.auth"):
+    with caplog.at_level(logging.WARNING, logger="gpu_health.evaluator.http.api.auth"):
         load_tokens(path)
         assert caplog.records == []
         path.chmod(0o666)
@@ -184,7 +184,7 @@ async def test_401_and_403_on_every_endpoint(db: Database, tmp_path: Path) -> No
 async def test_without_tokens_file_loopback_is_open_and_logged(
     db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="evaluator.http.api"):
+    with caplog.at_level(logging.WARNING, logger="gpu_health.evaluator.http.api"):
         async with serve(make_ctx(db, tokens=None, listen_host="127.0.0.1")) as client:
             for path in ALL_ENDPOINTS:
                 await get_json(client, path, _query(path, "n3"), token=None)
@@ -194,7 +194,7 @@ async def test_without_tokens_file_loopback_is_open_and_logged(
 async def test_without_tokens_file_elsewhere_everything_is_401(
     db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.ERROR, logger="evaluator.http.api"):
+    with caplog.at_level(logging.ERROR, logger="gpu_health.evaluator.http.api"):
         async with serve(make_ctx(db, tokens=None, listen_host="0.0.0.0")) as client:
             for path in ALL_ENDPOINTS:
                 body = await get_json(client, path, _query(path, "n1"), token="admin",

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from evaluator.model import XidKey, XidSample
-from evaluator.store import Database
-from evaluator.store.cycles import write_cycle
-from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.contract import COUNTER_KEYS
+from gpu_health.evaluator.model import XidKey, XidSample
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.cycles import write_cycle
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.conftest import STORE_ENGINES, open_store
 from tests.evaluator.api_support import (
     NOW,

@@ -19,10 +19,10 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluator.compose import build_service
-from evaluator.config.file import parse_config
-from evaluator.http.api.openapi import document
-from evaluator.http.server import bind, listening
+from gpu_health.evaluator.compose import build_service
+from gpu_health.evaluator.config.file import parse_config
+from gpu_health.evaluator.http.api.openapi import document
+from gpu_health.evaluator.http.server import bind, listening
 from tests.evaluator.api_support import add_node, add_prediction, add_samples, sample
 from tests.evaluator.http.test_tenant_isolation import SECRETS, tokens_file
 from tests.evaluator.ingest_support import FakeClock

@@ -1,4 +1,4 @@
-"""Load shedding of the read API (issue 27): a bounded number of requests at the store, a
+"""Load shedding of the read API: a bounded number of requests at the store, a
 bounded queue, then 503 with Retry-After, over real HTTP; the health endpoints never wait."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from evaluator.config.api import ApiLimits
-from evaluator.config.file import parse_config
-from evaluator.http.api.gate import ApiGate
-from evaluator.store import Database
 from gpu_health.errors import ApiError, ConfigError
+from gpu_health.evaluator.config.api import ApiLimits
+from gpu_health.evaluator.config.file import parse_config
+from gpu_health.evaluator.http.api.gate import ApiGate
+from gpu_health.evaluator.store import Database
 from tests.evaluator.api_support import dataset_db, make_ctx, serve
 
 PATH = "/api/v1/gpu-health/capabilities"
@@ -77,7 +77,7 @@ def test_the_limits_are_config_keys_checked_with_the_others(tmp_path: Path) -> N
 
 
 async def test_store_work_longer_than_the_timeout_is_a_503_not_a_hang() -> None:
-    """Issue 27: API calls hung up to 40 s on a frozen database."""
+    """Before: API calls hung up to 40 s on a frozen database."""
     registry = CollectorRegistry()
     gate = ApiGate(ApiLimits(max_concurrency=1, timeout=0.1), registry)
     frozen = asyncio.Event()  # never set: the store does not answer
@@ -94,7 +94,7 @@ async def test_store_work_longer_than_the_timeout_is_a_503_not_a_hang() -> None:
 async def test_an_ingest_or_worker_tick_goes_before_api_requests() -> None:
     """A priority loop's tick holds the gate: an API request waits for it (the collection
     keeps its interval under any number of clients), then gets its turn."""
-    from evaluator.app import EvaluatorApp
+    from gpu_health.evaluator.app import EvaluatorApp
 
     gate = ApiGate(ApiLimits(max_concurrency=1, queue_timeout=5), CollectorRegistry())
     app = EvaluatorApp(start_loops=False)

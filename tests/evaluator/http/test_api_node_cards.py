@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.maintenance import NodeRecord, purge_simulated, upsert_nodes
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.maintenance import NodeRecord, purge_simulated, upsert_nodes
 from tests.evaluator.api_support import (
     NOW,
     add_samples,
@@ -23,9 +23,9 @@ PATH = "/api/v1/gpu-health/capabilities"
 
 def _db(tmp_path: Path) -> Database:
     db = DuckDBDatabase(tmp_path / "cards.duckdb")
-    upsert_nodes(db, [NodeRecord("n1", "a", "n1:9835", NOW, 8, "real"),
-                      NodeRecord("n2", "b", "n2:9835", NOW, 2, "real"),
-                      NodeRecord("demo", None, "demo:9835", NOW, 1, "simulated")])
+    upsert_nodes(db, [NodeRecord("n1", "a", "n1:10346", NOW, 8, "real"),
+                      NodeRecord("n2", "b", "n2:10346", NOW, 2, "real"),
+                      NodeRecord("demo", None, "demo:10346", NOW, 1, "simulated")])
     add_samples(db, [sample("n1", i, NOW, ecc_corrected_total=1) for i in range(6)]
                 + [sample("n2", i, NOW, ecc_corrected_total=1) for i in range(3)]
                 + [sample("demo", 0, NOW, source="simulated", ecc_corrected_total=1),

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from openapi_spec_validator import validate
 
-from evaluator.http.api.openapi import document
-from evaluator.http.api.routes import ENDPOINTS, Action
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.http.api.openapi import document
+from gpu_health.evaluator.http.api.routes import ENDPOINTS, Action
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.api_support import (
     DOC,
     NOW,
@@ -90,8 +90,8 @@ async def test_undeclared_parameters_are_refused(db: Database, path: str) -> Non
 
 
 def test_the_documented_actions_are_the_policy_vocabulary() -> None:
-    """A new action (reboot_node, issue 28) must reach the document that clients validate."""
-    from evaluator.rules.actions import ACTIONS
+    """A new action (reboot_node) must reach the document that clients validate."""
+    from gpu_health.evaluator.rules.actions import ACTIONS
 
     card = DOC["components"]["schemas"]
     action = next(s["properties"]["action"]["properties"]["action"] for s in card.values()

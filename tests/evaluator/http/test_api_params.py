@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from evaluator.http.api.params import Query, parse_int, parse_time
 from gpu_health.errors import ApiError
+from gpu_health.evaluator.http.api.params import Query, parse_int, parse_time
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 

@@ -1,7 +1,8 @@
 """prediction-stats through the real server: both windows, null ratios (never 0) while data is
 insufficient, real numbers once it is, simulated predictions kept out of real statistics, and
 tenant tokens counting only their own nodes. The statistics themselves are
-evaluator.stats.prediction_stats (tested with the rules); this checks the API around it."""
+gpu_health.evaluator.stats.prediction_stats (tested with the rules); this checks the API around
+it."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from evaluator.config.rules import load_ruleset
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.conftest import STORE_ENGINES, open_store
 from tests.evaluator.api_support import (
     NOW,

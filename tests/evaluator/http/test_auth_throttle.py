@@ -1,4 +1,4 @@
-"""Failed authentications are limited per client (issue 27: 1,000 wrong tokens at 1,476/s):
+"""Failed authentications are limited per client (1,000 wrong tokens at 1,476/s):
 after 20 within 10 s the client gets 429 with Retry-After, a valid token included, until the
 window passes; other clients and public routes are not affected. Real HTTP, injected clock."""
 
@@ -11,14 +11,14 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
-from evaluator.compose import build_service
-from evaluator.config.file import load_config, parse_config
-from evaluator.http.access import new_application
-from evaluator.http.api.routes import add_api_routes
-from evaluator.http.errors import RequestMetrics
-from evaluator.http.throttle import FailureThrottle
-from evaluator.store import Database
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.compose import build_service
+from gpu_health.evaluator.config.file import load_config, parse_config
+from gpu_health.evaluator.http.access import new_application
+from gpu_health.evaluator.http.api.routes import add_api_routes
+from gpu_health.evaluator.http.errors import RequestMetrics
+from gpu_health.evaluator.http.throttle import FailureThrottle
+from gpu_health.evaluator.store import Database
 from tests.evaluator.api_support import auth, dataset_db, make_ctx, token_set, write_tokens_file
 
 PATH = "/api/v1/gpu-health/capabilities"

@@ -14,12 +14,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from evaluator.app import EvaluatorApp
-from evaluator.http.access import Rule, allow
-from evaluator.http.errors import UNPARSEABLE
-from evaluator.http.server import bind, listening
-from evaluator.main import main
 from gpu_health.errors import ListenError, StoreError
+from gpu_health.evaluator.app import EvaluatorApp
+from gpu_health.evaluator.http.access import Rule, allow
+from gpu_health.evaluator.http.errors import UNPARSEABLE
+from gpu_health.evaluator.http.server import bind, listening
+from gpu_health.evaluator.main import main
 
 SECRET = "s3cr3t-header-value-" + "x" * 9000  # over aiohttp's 8190-byte field limit
 

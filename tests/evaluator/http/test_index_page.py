@@ -12,8 +12,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from evaluator.http.access import routes
-from evaluator.http.ui.routes import CSP, load_bundle
+from gpu_health.evaluator.http.access import routes
+from gpu_health.evaluator.http.ui.routes import CSP, load_bundle
 from tests.evaluator.http.test_process_endpoints import _config, _serve, _service
 from tests.evaluator.ingest_support import Card, StandIn, a100, render, stand_in
 

@@ -17,11 +17,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from evaluator.app import EvaluatorApp
-from evaluator.compose import Service, build_service
-from evaluator.config.file import Config, parse_config
-from evaluator.main import main
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.app import EvaluatorApp
+from gpu_health.evaluator.compose import Service, build_service
+from gpu_health.evaluator.config.file import Config, parse_config
+from gpu_health.evaluator.main import main
 from tests.evaluator.ingest_support import Card, FakeClock, StandIn, a100, render, stand_in
 from tests.shared import REPO
 
@@ -178,7 +178,7 @@ def test_cli_run_serves_and_stops_on_sigterm_and_a_locked_db_exits_1(
                    "static_configs: [{targets: ['127.0.0.1:1']}]\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from evaluator.main import main; raise SystemExit(main())",
+        [sys.executable, "-m", "gpu_health.evaluator.main",
          "--config", str(cfg)], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -197,7 +197,7 @@ def test_cli_run_serves_and_stops_on_sigterm_and_a_locked_db_exits_1(
 
 async def test_readyz_fails_once_ingest_cycles_cannot_write_and_recovers(
         server: StandIn, tmp_path: Path) -> None:
-    """Issue 27: a revoked samples table left /readyz 200 while 8 cycles failed."""
+    """Before: a revoked samples table left /readyz 200 while 8 cycles failed."""
     service = _service(_config(tmp_path, server))
     runner, base = await _serve(service.app)
     try:
@@ -228,7 +228,7 @@ async def test_readyz_fails_once_ingest_cycles_cannot_write_and_recovers(
 def test_a_full_disk_is_not_called_a_write_conflict() -> None:
     import duckdb
 
-    from evaluator.store.engines.duckdb import _reason
+    from gpu_health.evaluator.store.engines.duckdb import _reason
 
     assert _reason(duckdb.TransactionException(
         "TransactionContext Error: Failed to commit: could not write file: No space left on "

@@ -18,11 +18,11 @@ import aiohttp
 import pytest
 import yaml
 
-from evaluator.compose import Service, build_service
-from evaluator.config.file import parse_config
-from evaluator.http.access import RULES, Rule, routes
-from evaluator.http.api.auth import hash_token
-from evaluator.http.server import bind, listening
+from gpu_health.evaluator.compose import Service, build_service
+from gpu_health.evaluator.config.file import parse_config
+from gpu_health.evaluator.http.access import RULES, Rule, routes
+from gpu_health.evaluator.http.api.auth import hash_token
+from gpu_health.evaluator.http.server import bind, listening
 from tests.evaluator.api_support import add_prediction
 from tests.evaluator.ingest_support import Card, FakeClock, StandIn, a100, render, stand_in
 

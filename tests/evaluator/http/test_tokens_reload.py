@@ -1,5 +1,5 @@
 """The tokens file is reloaded on SIGHUP and when it changes, a broken one keeps the last good
-tokens, and SIGHUP no longer ends the evaluator (issue 27): a real process, real signals."""
+tokens, and SIGHUP no longer ends the evaluator: a real process, real signals."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def evaluator(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, Path
                    "api: {tokens_file: tokens.yaml}\n"
                    "static_configs: [{targets: ['127.0.0.1:1']}]\n")
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from evaluator.main import main; raise SystemExit(main())",
+        [sys.executable, "-m", "gpu_health.evaluator.main",
          "--config", str(cfg)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
         stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"

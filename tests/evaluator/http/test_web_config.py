@@ -16,9 +16,9 @@ import bcrypt
 import pytest
 import yaml
 
-from evaluator.compose import build_service
-from evaluator.http.server import bind, listening
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.compose import build_service
+from gpu_health.evaluator.http.server import bind, listening
 from gpu_health.webguard import WebGuard
 from tests.evaluator.http.test_process_endpoints import _config
 from tests.evaluator.ingest_support import Card, FakeClock, StandIn, a100, render, stand_in

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from evaluator.ingest.dedup import DedupCache
-from evaluator.model import CardKey, Sample
+from gpu_health.evaluator.ingest.dedup import DedupCache
+from gpu_health.evaluator.model import CardKey, Sample
 from tests.evaluator.ingest_support import T0, a100
 
 

@@ -9,9 +9,9 @@ import contextlib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluator.ingest.cards import parse_cards
-from evaluator.ingest.exposition import parse_value
 from gpu_health.errors import ParseError
+from gpu_health.evaluator.ingest.cards import parse_cards
+from gpu_health.evaluator.ingest.exposition import parse_value
 from tests.evaluator.ingest_support import Card, a100, render
 
 QUICK = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,17 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.config.targets import Target
-from evaluator.ingest.cycle import Ingestor
-from evaluator.ingest.dedup import DedupCache
-from evaluator.ingest.pipeline import IngestPipeline
-from evaluator.ingest.scrape import Scraper
-from evaluator.model import CardKey, Counters
-from evaluator.store.db import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.samples import latest_rows
 from gpu_health.clock import from_naive_utc
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.cycle import Ingestor
+from gpu_health.evaluator.ingest.dedup import DedupCache
+from gpu_health.evaluator.ingest.pipeline import IngestPipeline
+from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.model import CardKey, Counters
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.samples import latest_rows
 from tests.evaluator.ingest_support import Card, FakeClock, StandIn, a100, render, stand_in
 
 GPUS = 8
@@ -285,11 +285,11 @@ async def test_listed_cards_count_all_unknown_cards_and_are_written_on_change(ri
 
 async def test_many_targets_going_down_or_up_log_ten_lines_and_one_summary(
         rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 27: 20,000 new targets on a closed port logged 20,000 lines from the event loop.
+    """Before: 20,000 new targets on a closed port logged 20,000 lines from the event loop.
     Each way, ten transitions are named and the rest are counted in one line."""
     rig.targets = [rig.server.target(f"d{i}") for i in range(25)]  # no body: 404, down
     pipeline = rig.pipeline()
-    with caplog.at_level(logging.INFO, logger="evaluator.ingest.pipeline"):
+    with caplog.at_level(logging.INFO, logger="gpu_health.evaluator.ingest.pipeline"):
         await pipeline.run_cycle()
         down = [r.getMessage() for r in caplog.records]
         caplog.clear()

@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from evaluator.config.file import retention_days_from_env
-from evaluator.config.targets import Target
-from evaluator.ingest.cards import CardExtraction, CardReading
-from evaluator.ingest.cycle import Ingestor
-from evaluator.ingest.dedup import DedupCache
-from evaluator.ingest.retention import Retention
-from evaluator.ingest.scrape import ScrapeResult
-from evaluator.model import CardKey, Sample
-from evaluator.selfmetrics import SelfMetrics
-from evaluator.store.cycles import write_cycle
-from evaluator.store.db import Database
+from gpu_health.evaluator.config.file import retention_days_from_env
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.cards import CardExtraction, CardReading
+from gpu_health.evaluator.ingest.cycle import Ingestor
+from gpu_health.evaluator.ingest.dedup import DedupCache
+from gpu_health.evaluator.ingest.retention import Retention
+from gpu_health.evaluator.ingest.scrape import ScrapeResult
+from gpu_health.evaluator.model import CardKey, Sample
+from gpu_health.evaluator.selfmetrics import SelfMetrics
+from gpu_health.evaluator.store.cycles import write_cycle
+from gpu_health.evaluator.store.db import Database
 from tests.conftest import NewDb
 from tests.evaluator.ingest_support import FakeClock, a100
 from tests.evaluator.store_support import count_samples

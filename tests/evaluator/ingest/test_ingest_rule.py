@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from freezegun import freeze_time
 
-from evaluator.ingest.write_rule import Reason, decide
-from evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.ingest.write_rule import Reason, decide
+from gpu_health.evaluator.model import CardKey, Counters, Sample
 from tests.evaluator.ingest_support import T0, a100
 
 KEY = CardKey("n1", 0)

@@ -8,19 +8,19 @@ from datetime import timedelta
 
 import pytest
 
-from evaluator.config.targets import Target
-from evaluator.ingest.cards import CardExtraction, CardReading
-from evaluator.ingest.cycle import Ingestor
-from evaluator.ingest.dedup import DedupCache, XidDedupCache
-from evaluator.ingest.scrape import ScrapeResult
-from evaluator.ingest.write_rule import XidReason, decide_xid
-from evaluator.model import CardKey, Counters, Sample, XidKey, XidSample
-from evaluator.store.cycles import write_cycle
-from evaluator.store.db import Database
-from evaluator.store.maintenance import delete_samples_before, purge_simulated
-from evaluator.store.xid_samples import latest_xid_rows
 from gpu_health.clock import from_naive_utc
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.cards import CardExtraction, CardReading
+from gpu_health.evaluator.ingest.cycle import Ingestor
+from gpu_health.evaluator.ingest.dedup import DedupCache, XidDedupCache
+from gpu_health.evaluator.ingest.scrape import ScrapeResult
+from gpu_health.evaluator.ingest.write_rule import XidReason, decide_xid
+from gpu_health.evaluator.model import CardKey, Counters, Sample, XidKey, XidSample
+from gpu_health.evaluator.store.cycles import write_cycle
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.maintenance import delete_samples_before, purge_simulated
+from gpu_health.evaluator.store.xid_samples import latest_xid_rows
 from tests.conftest import NewDb
 from tests.evaluator.ingest_support import T0, FakeClock, a100
 from tests.evaluator.store_support import count_samples, count_xid_samples

@@ -9,10 +9,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from evaluator.config.targets import Target
-from evaluator.ingest.scrape import Scraper
-from evaluator.outbound import USER_AGENT, ClientOptions, client_session
 from gpu_health import __version__
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.outbound import USER_AGENT, ClientOptions, client_session
 from tests.evaluator.ingest_support import FakeClock
 
 

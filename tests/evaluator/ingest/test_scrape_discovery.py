@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from evaluator.config.file import parse_config
-from evaluator.config.targets import TargetGroup, merge_groups, split_address
-from evaluator.ingest.discovery import Discovery
-from evaluator.selfmetrics import SelfMetrics
+from gpu_health.evaluator.config.file import parse_config
+from gpu_health.evaluator.config.targets import TargetGroup, merge_groups, split_address
+from gpu_health.evaluator.ingest.discovery import Discovery
+from gpu_health.evaluator.selfmetrics import SelfMetrics
 from tests.evaluator.ingest_support import FakeClock, stand_in
 
 
@@ -30,16 +30,16 @@ def _discovery(raw: dict[str, object], base: Path) -> tuple[Discovery, SelfMetri
 
 
 def test_split_address() -> None:
-    assert split_address("gpu-01:9835") == ("gpu-01", 9835)
-    assert split_address("[fe80::1]:9835") == ("fe80::1", 9835)
+    assert split_address("gpu-01:10346") == ("gpu-01", 10346)
+    assert split_address("[fe80::1]:10346") == ("fe80::1", 10346)
     assert split_address("10.0.0.1") is None and split_address("::1:80") is None
 
 
 def test_node_label_then_host_fallback_and_conflicts() -> None:
     merged = merge_groups([
-        [TargetGroup(("10.0.0.1:9835", "10.0.0.2:9835"), (("tenant", "acme"),))],
-        [TargetGroup(("10.0.0.3:9835",), (("node", "10.0.0.1"),)),
-         TargetGroup(("10.0.0.1:9835",), (("node", "other"),))],  # same URL: first wins
+        [TargetGroup(("10.0.0.1:10346", "10.0.0.2:10346"), (("tenant", "acme"),))],
+        [TargetGroup(("10.0.0.3:10346",), (("node", "10.0.0.1"),)),
+         TargetGroup(("10.0.0.1:10346",), (("node", "other"),))],  # same URL: first wins
     ])
     assert [(t.node_id, t.tenant) for t in merged.targets] == [
         ("10.0.0.1", "acme"), ("10.0.0.2", "acme")
@@ -51,9 +51,9 @@ def test_node_label_then_host_fallback_and_conflicts() -> None:
 async def test_the_same_url_in_two_file_sd_groups_with_another_tenant_is_a_conflict(
         tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text(json.dumps([
-        {"targets": ["gpu-9:9835"], "labels": {"node": "gpu-9", "tenant": "a"}},
-        {"targets": ["gpu-9:9835"], "labels": {"node": "gpu-9", "tenant": "b"}},
-        {"targets": ["gpu-9:9835"], "labels": {"node": "gpu-9", "tenant": "a"}},  # same: fine
+        {"targets": ["gpu-9:10346"], "labels": {"node": "gpu-9", "tenant": "a"}},
+        {"targets": ["gpu-9:10346"], "labels": {"node": "gpu-9", "tenant": "b"}},
+        {"targets": ["gpu-9:10346"], "labels": {"node": "gpu-9", "tenant": "a"}},  # same: fine
     ]))
     discovery = Discovery(parse_config({"file_sd_configs": [{"files": ["*.json"]}],
                                         "static_configs": []}, base=tmp_path))
@@ -67,9 +67,9 @@ async def test_file_sd_reads_changes_and_keeps_last_good(
 ) -> None:
     sd = tmp_path / "sd"
     sd.mkdir()
-    good = [{"targets": ["gpu-01:9835"], "labels": {"node": "n1", "tenant": "acme"}}]
+    good = [{"targets": ["gpu-01:10346"], "labels": {"node": "n1", "tenant": "acme"}}]
     (sd / "a.json").write_text(json.dumps(good))
-    (sd / "b.yml").write_text("- targets: ['gpu-02:9835']\n")
+    (sd / "b.yml").write_text("- targets: ['gpu-02:10346']\n")
     disc, metrics = _discovery({"file_sd_configs": [{"files": ["sd/*.json", "sd/*.yml"]}]},
                                tmp_path)
     clock = FakeClock()
@@ -77,13 +77,13 @@ async def test_file_sd_reads_changes_and_keeps_last_good(
     await disc.refresh(clock())
     assert disc.ready and [t.node_id for t in disc.targets] == ["n1", "gpu-02"]
 
-    good.append({"targets": ["gpu-03:9835"], "labels": {"node": "n3"}})
+    good.append({"targets": ["gpu-03:10346"], "labels": {"node": "n3"}})
     _bump(sd / "a.json", json.dumps(good))
     await disc.refresh(clock.advance(seconds=5))
     assert [t.node_id for t in disc.targets] == ["n1", "n3", "gpu-02"]
 
     with caplog.at_level(logging.WARNING):
-        _bump(sd / "a.json", '[{"targets": ["gpu-01:9835"],')  # truncated JSON
+        _bump(sd / "a.json", '[{"targets": ["gpu-01:10346"],')  # truncated JSON
         await disc.refresh(clock.advance(seconds=5))
     assert [t.node_id for t in disc.targets] == ["n1", "n3", "gpu-02"]  # last good kept
     assert "not valid JSON" in caplog.text and "keeping last good targets" in caplog.text
@@ -104,7 +104,7 @@ async def test_http_sd_and_static_merge_and_failures_keep_last_good(tmp_path: Pa
     async with stand_in() as server:
         url = f"http://127.0.0.1:{server.port}/t/sd/metrics"
         disc, metrics = _discovery({
-            "static_configs": [{"targets": ["gpu-00:9835"]}],
+            "static_configs": [{"targets": ["gpu-00:10346"]}],
             "http_sd_configs": [{"url": url, "refresh_interval": "30s"}],
         }, tmp_path)
         await disc.start()
@@ -114,7 +114,7 @@ async def test_http_sd_and_static_merge_and_failures_keep_last_good(tmp_path: Pa
             await disc.refresh(clock())
             assert not disc.ready and [t.node_id for t in disc.targets] == ["gpu-00"]
             server.bodies["sd"] = json.dumps(
-                [{"targets": ["gpu-07:9835"], "labels": {"__meta_x": "y", "node": "n7"}}])
+                [{"targets": ["gpu-07:10346"], "labels": {"__meta_x": "y", "node": "n7"}}])
             await disc.refresh(clock.advance(seconds=5))  # retried before the interval
             assert disc.ready and [t.node_id for t in disc.targets] == ["gpu-00", "n7"]
             server.bodies["sd"] = "{not json"
@@ -136,7 +136,7 @@ async def test_an_http_sd_answer_is_read_as_json_only(tmp_path: Path) -> None:
             {"url": f"http://127.0.0.1:{server.port}/t/sd/metrics"}]}, tmp_path)
         await disc.start()
         try:
-            server.bodies["sd"] = "- targets: ['gpu-07:9835']\n"
+            server.bodies["sd"] = "- targets: ['gpu-07:10346']\n"
             await disc.refresh(FakeClock()())
         finally:
             await disc.close()
@@ -147,7 +147,7 @@ async def test_an_http_sd_answer_is_read_as_json_only(tmp_path: Path) -> None:
 
 async def test_file_sd_not_ready_until_every_matched_file_was_valid_once(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{")
-    (tmp_path / "good.json").write_text('[{"targets": ["gpu-01:9835"]}]')
+    (tmp_path / "good.json").write_text('[{"targets": ["gpu-01:10346"]}]')
     disc, _ = _discovery({"file_sd_configs": [{"files": ["*.json"]}]}, tmp_path)
     await disc.refresh(FakeClock()())
     assert not disc.ready and [t.node_id for t in disc.targets] == ["gpu-01"]
@@ -157,7 +157,7 @@ async def test_file_sd_not_ready_until_every_matched_file_was_valid_once(tmp_pat
 
 
 async def test_a_self_redirecting_http_sd_is_called_a_redirect_loop(tmp_path: Path) -> None:
-    """Issue 27: it read `loop: 0, message=''`."""
+    """Before: it read `loop: 0, message=''`."""
     from aiohttp import web
     from aiohttp.test_utils import TestServer
 
@@ -181,9 +181,9 @@ async def test_a_self_redirecting_http_sd_is_called_a_redirect_loop(tmp_path: Pa
 
 async def test_an_http_sd_answer_over_the_target_limit_is_refused_whole_and_said_once(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 27: 50,000 targets under the byte cap took RSS to 850 MB and logged 50,000
+    """Before: 50,000 targets under the byte cap took RSS to 850 MB and logged 50,000
     warnings; a source over scrape.target_limit (20,000 by default) is refused whole."""
-    many = json.dumps([{"targets": [f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:9835"
+    many = json.dumps([{"targets": [f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:10346"
                                     for i in range(50_000)]}])
     async with stand_in() as server:
         disc, metrics = _discovery({"http_sd_configs": [
@@ -192,10 +192,10 @@ async def test_an_http_sd_answer_over_the_target_limit_is_refused_whole_and_said
         await disc.start()
         try:
             clock = FakeClock()
-            server.bodies["sd"] = json.dumps([{"targets": ["gpu-07:9835"]}])
+            server.bodies["sd"] = json.dumps([{"targets": ["gpu-07:10346"]}])
             await disc.refresh(clock())
             server.bodies["sd"] = many
-            with caplog.at_level(logging.WARNING, logger="evaluator.ingest.discovery"):
+            with caplog.at_level(logging.WARNING, logger="gpu_health.evaluator.ingest.discovery"):
                 for _ in range(3):
                     await disc.refresh(clock.advance(seconds=2))
         finally:
@@ -208,11 +208,11 @@ async def test_an_http_sd_answer_over_the_target_limit_is_refused_whole_and_said
 
 async def test_a_file_sd_symlink_loop_is_reported_once_and_does_not_hold_readiness(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 27: /readyz stayed 503 forever and the loop was logged every 5 s."""
-    (tmp_path / "good.json").write_text('[{"targets": ["gpu-01:9835"]}]')
+    """Before: /readyz stayed 503 forever and the loop was logged every 5 s."""
+    (tmp_path / "good.json").write_text('[{"targets": ["gpu-01:10346"]}]')
     (tmp_path / "loop.json").symlink_to(tmp_path / "loop.json")
     disc, metrics = _discovery({"file_sd_configs": [{"files": ["*.json"]}]}, tmp_path)
-    with caplog.at_level(logging.WARNING, logger="evaluator.ingest.discovery"):
+    with caplog.at_level(logging.WARNING, logger="gpu_health.evaluator.ingest.discovery"):
         for _ in range(3):
             await disc.refresh(FakeClock()())
     assert disc.ready and [t.node_id for t in disc.targets] == ["gpu-01"]

@@ -9,10 +9,10 @@ import random
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from evaluator.ingest.cards import MAX_COUNTER, counter_value, parse_cards
-from evaluator.ingest.exposition import parse_samples, parse_value
-from evaluator.model import Counters
 from gpu_health.errors import ParseError
+from gpu_health.evaluator.ingest.cards import MAX_COUNTER, counter_value, parse_cards
+from gpu_health.evaluator.ingest.exposition import parse_samples, parse_value
+from gpu_health.evaluator.model import Counters
 from tests.evaluator.ingest_support import Card, a100, render
 
 HAND_WRITTEN_VALID = [
@@ -219,7 +219,7 @@ def test_rendered_exporter_output_round_trips() -> None:
     assert result.ignored_series == {} and result.unknown_values == {}
 
 
-# -- XID series (tracker issue 6) and what the parser does not use ------------------------------
+# -- XID series and what the parser does not use ------------------------------
 
 
 def test_xid_series_are_read_per_card_and_never_fill_a_counter() -> None:

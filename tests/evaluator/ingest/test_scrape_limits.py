@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from evaluator.compose import build_service
-from evaluator.config.file import parse_config
-from evaluator.config.scrape import DEFAULT_MAX_CARDS, DEFAULT_SAMPLE_LIMIT
-from evaluator.ingest.cards import parse_cards
 from gpu_health.errors import ConfigError, ParseError
+from gpu_health.evaluator.compose import build_service
+from gpu_health.evaluator.config.file import parse_config
+from gpu_health.evaluator.config.scrape import DEFAULT_MAX_CARDS, DEFAULT_SAMPLE_LIMIT
+from gpu_health.evaluator.ingest.cards import parse_cards
 from tests.evaluator.ingest_support import Card, FakeClock, StandIn, a100, render, stand_in
 
 FLOOD_CARDS = 100_000

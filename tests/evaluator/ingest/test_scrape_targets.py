@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from evaluator.config.targets import Target
-from evaluator.ingest.scrape import Scraper
-from evaluator.selfmetrics import SelfMetrics
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.selfmetrics import SelfMetrics
 from tests.evaluator.ingest_support import Card, FakeClock, StandIn, a100, render, stand_in
 
 TIMEOUT = 0.5
@@ -88,7 +88,7 @@ async def test_dead_and_slow_targets_do_not_delay_the_others(server: StandIn,
 
 async def test_many_targets_are_scraped_by_a_bounded_set_of_workers_in_order(
         server: StandIn, scraper: Scraper) -> None:
-    """Issue 27: one task per target made 20,000 tasks in one step of the event loop. The
+    """Before: one task per target made 20,000 tasks in one step of the event loop. The
     scraper's workers (max_concurrency, 4 here) take the targets in turn, results in order."""
     server.bodies.update({f"g{i}": "gpu_health_x 1\n" for i in range(0, 40, 3)})
     targets = [server.target(f"g{i}") for i in range(40)]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.config.rules import load_action_policy
-from evaluator.model import Sample
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.config.rules import load_action_policy
+from gpu_health.evaluator.model import Sample
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.api_support import NOW, add_node, add_samples, make_ctx, sample, serve
 from tests.slurm_support import SlurmCluster, slurm_cluster_fixture
 

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evaluator.config.file import parse_config
-from evaluator.config.remediation import NodeNaming, SlurmRemediation
-from evaluator.remediation.policy import AlertRow, decide
-from evaluator.remediation.slurm import drain_reason, parse_sinfo
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.file import parse_config
+from gpu_health.evaluator.config.remediation import NodeNaming, SlurmRemediation
+from gpu_health.evaluator.remediation.policy import AlertRow, decide
+from gpu_health.evaluator.remediation.slurm import drain_reason, parse_sinfo
 
 # Lines in the format of `sinfo -h -N -o '%N|%T|%P|%E'` (Slurm 22.05.8, Debian 12: the real
 # command's output is parsed in test_slurm_drain.py), written for the cases: a node drained by
@@ -141,7 +141,7 @@ def test_the_config_is_off_and_dry_by_default_and_lists_every_problem(tmp_path: 
 
 def test_the_label_naming_reads_the_target_label_and_never_guesses(tmp_path: Path) -> None:
     config = parse_config({"remediation": {"slurm": {"node_name": "label"}}, "static_configs": [
-        {"targets": ["10.0.0.7:9835"], "labels": {"node": "rack1-gpu7", "slurm_node": "n7"}}]},
+        {"targets": ["10.0.0.7:10346"], "labels": {"node": "rack1-gpu7", "slurm_node": "n7"}}]},
         base=tmp_path)
     assert config.remediation.naming.label
     assert config.static_configs[0].labels == (("node", "rack1-gpu7"), ("slurm_node", "n7"))
@@ -151,7 +151,7 @@ def test_the_label_naming_reads_the_target_label_and_never_guesses(tmp_path: Pat
 
 
 def test_the_evaluator_runs_the_loop_only_when_enabled(tmp_path: Path) -> None:
-    from evaluator.compose import build_service
+    from gpu_health.evaluator.compose import build_service
 
     base = {"storage": {"path": "a.duckdb"}, "static_configs": [
         {"targets": ["127.0.0.1:9"], "labels": {"node": "n1", "slurm_node": "gh-n1"}}]}

@@ -11,13 +11,13 @@ from datetime import timedelta
 import pytest
 from prometheus_client import CollectorRegistry
 
-from evaluator.config.remediation import NodeNaming, SlurmRemediation
-from evaluator.remediation.loop import RemediationLoop
-from evaluator.remediation.slurm import Slurm
-from evaluator.rules.actions import Recommendation
-from evaluator.store import Database
-from evaluator.store.alerts import open_new_alerts, resolve_alert
-from evaluator.store.remediation import audit
+from gpu_health.evaluator.config.remediation import NodeNaming, SlurmRemediation
+from gpu_health.evaluator.remediation.loop import RemediationLoop
+from gpu_health.evaluator.remediation.slurm import Slurm
+from gpu_health.evaluator.rules.actions import Recommendation
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.alerts import open_new_alerts, resolve_alert
+from gpu_health.evaluator.store.remediation import audit
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_node, add_prediction
 from tests.slurm_support import SlurmCluster, slurm_cluster_fixture

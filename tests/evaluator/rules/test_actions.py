@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.config.rules import DEFAULT_ACTION_POLICY, load_action_policy
-from evaluator.model import CardKey, Counters, MemoryDetails, Sample, XidKey, XidSample
-from evaluator.rules.actions import (
+from gpu_health.contract import RECOVERY_ACTIONS
+from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.rules import DEFAULT_ACTION_POLICY, load_action_policy
+from gpu_health.evaluator.model import CardKey, Counters, MemoryDetails, Sample, XidKey, XidSample
+from gpu_health.evaluator.rules.actions import (
     CHOSEN,
     CONDITIONS,
     READS,
@@ -24,11 +26,9 @@ from evaluator.rules.actions import (
     parse_policy,
     recommend,
 )
-from evaluator.store.actions import card_states
-from evaluator.store.samples import insert_samples
-from evaluator.store.xid_samples import insert_xid_samples
-from gpu_health.contract import RECOVERY_ACTIONS
-from gpu_health.errors import ConfigError
+from gpu_health.evaluator.store.actions import card_states
+from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.xid_samples import insert_xid_samples
 from tests.conftest import NewDb
 from tests.evaluator.ingest_support import T0
 from tests.shared import require_shared
@@ -175,8 +175,8 @@ def test_a_broken_policy_lists_every_problem() -> None:
 
 def test_the_policy_is_read_from_rules_dir_and_a_broken_one_stops_start_up(
         tmp_path: Path) -> None:
-    from evaluator.compose import build_service
-    from evaluator.config.file import parse_config
+    from gpu_health.evaluator.compose import build_service
+    from gpu_health.evaluator.config.file import parse_config
 
     rules = tmp_path / "rules"
     (rules / "actions").mkdir(parents=True)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.rules.model import CardFeatures
-from evaluator.rules.params import RuleParams
-from evaluator.store import Database
-from evaluator.store.features import card_features
-from evaluator.store.samples import insert_samples
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.features import card_features
+from gpu_health.evaluator.store.samples import insert_samples
 from tests.conftest import NewDb, open_store
 from tests.evaluator.rules_support import (
     PARAMS,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from evaluator.rules.model import CardFeatures, SignalHit
-from evaluator.rules.params import RuleParams
-from evaluator.rules.signals import SIGNALS, Signal, assess_growth, decide
+from gpu_health.evaluator.rules.model import CardFeatures, SignalHit
+from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.rules.signals import SIGNALS, Signal, assess_growth, decide
 from tests.evaluator.rules_support import PARAMS, features, params
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.config.rules import load_ruleset
-from evaluator.rules.ruleset import parse_ruleset
-from evaluator.store.rule_versions import register_ruleset
 from gpu_health.errors import ConfigError, RuleError
+from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.rules.ruleset import parse_ruleset
+from gpu_health.evaluator.store.rule_versions import register_ruleset
 from tests.evaluator.rules_support import V1_FILE, insert_prediction, open_db
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

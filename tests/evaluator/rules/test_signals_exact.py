@@ -9,9 +9,9 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.rules.model import CardFeatures
-from evaluator.rules.params import RuleParams
-from evaluator.rules.signals import assess_growth, could_fire, decide
+from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.rules.signals import assess_growth, could_fire, decide
 from tests.evaluator.rules_support import PARAMS, features
 
 counts = st.one_of(st.none(), st.integers(0, 10**6))

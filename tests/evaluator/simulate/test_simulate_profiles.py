@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.main import main
-from evaluator.model import CardKey, Sample
-from evaluator.simulate.options import SimulateOptions
-from evaluator.simulate.profiles import PROFILES, change_only, readings
-from evaluator.simulate.writer import run_simulation
-from evaluator.store.cycles import write_cycle
-from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.main import main
+from gpu_health.evaluator.model import CardKey, Sample
+from gpu_health.evaluator.simulate.options import SimulateOptions
+from gpu_health.evaluator.simulate.profiles import PROFILES, change_only, readings
+from gpu_health.evaluator.simulate.writer import run_simulation
+from gpu_health.evaluator.store.cycles import write_cycle
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.ingest_support import T0, FakeClock, a100
 from tests.evaluator.store_support import count_samples
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evaluator.stats.intervals import ci95, wilson
+from gpu_health.evaluator.stats.intervals import ci95, wilson
 
 
 @pytest.mark.parametrize("successes, n, low, high", [

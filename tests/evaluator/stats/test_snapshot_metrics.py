@@ -14,10 +14,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 
-from evaluator.compose import build_service
-from evaluator.config.file import load_config
-from evaluator.stats.snapshot import PredictionState, compute_snapshot
-from evaluator.store import Database
+from gpu_health.evaluator.compose import build_service
+from gpu_health.evaluator.config.file import load_config
+from gpu_health.evaluator.stats.snapshot import PredictionState, compute_snapshot
+from gpu_health.evaluator.store import Database
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_prediction, build_dataset
 from tests.evaluator.backtest_support import v1

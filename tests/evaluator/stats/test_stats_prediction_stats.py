@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from evaluator.stats.document import DISCLAIMER, default_since, prediction_stats
-from evaluator.store import Database
 from gpu_health.errors import GpuHealthError
+from gpu_health.evaluator.stats.document import DISCLAIMER, default_since, prediction_stats
+from gpu_health.evaluator.store import Database
 from tests.conftest import NewDb
 from tests.evaluator.rules_support import (
     at,
@@ -257,7 +257,7 @@ def test_unknown_source_is_refused(db: Database) -> None:
 
 
 def test_the_default_period_starts_at_a_midnight_inside_the_retention() -> None:
-    """Whole sealed days (issue 33): the first UTC midnight at or after now - retention, never
+    """Whole sealed days: the first UTC midnight at or after now - retention, never
     after now; a caller's since is not rounded (prediction_stats keeps it)."""
     now = datetime(2026, 1, 10, 12, 30, tzinfo=UTC)
     assert default_since(now, 180) == datetime(2025, 7, 15, tzinfo=UTC)

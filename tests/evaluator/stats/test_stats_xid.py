@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from evaluator.model import XidKey, XidSample
-from evaluator.stats.document import prediction_stats
-from evaluator.store import Database
-from evaluator.store.cycles import write_cycle
+from gpu_health.evaluator.model import XidKey, XidSample
+from gpu_health.evaluator.stats.document import prediction_stats
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.cycles import write_cycle
 from tests.conftest import NewDb
 from tests.evaluator.rules_support import (
     at,

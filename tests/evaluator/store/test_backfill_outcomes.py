@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from evaluator.rules.outcome import classify
-from evaluator.store import Database
-from evaluator.store.backfill import observe_pending
-from evaluator.store.predictions import resolve
+from gpu_health.evaluator.rules.outcome import classify
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.backfill import observe_pending
+from gpu_health.evaluator.store.predictions import resolve
 from tests.conftest import NewDb
 from tests.evaluator.rules_support import (
     Curve,

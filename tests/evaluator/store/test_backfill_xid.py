@@ -12,14 +12,14 @@ from datetime import timedelta
 
 import pytest
 
-from evaluator.model import XidKey, XidSample
-from evaluator.rules.outcome import classify
-from evaluator.store import Database
-from evaluator.store.backfill import observe_pending
-from evaluator.store.cycles import write_cycle
-from evaluator.store.predictions import resolve
-from evaluator.store.rule_versions import register_ruleset
-from evaluator.worker import Worker
+from gpu_health.evaluator.model import XidKey, XidSample
+from gpu_health.evaluator.rules.outcome import classify
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.backfill import observe_pending
+from gpu_health.evaluator.store.cycles import write_cycle
+from gpu_health.evaluator.store.predictions import resolve
+from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.worker import Worker
 from tests.conftest import NewDb
 from tests.evaluator.rules_support import (
     Curve,

@@ -1,4 +1,4 @@
-"""The leader lease and fencing on a real PostgreSQL (issue 13): takeover only after expiry, a
+"""The leader lease and fencing on a real PostgreSQL: takeover only after expiry, a
 new token per holder, a deposed leader's write refused in its own transaction, a takeover
 waiting for the leader's running transaction instead of racing it."""
 
@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from evaluator.store.cluster import check_fence, release, sync
-from evaluator.store.engines.postgres import FENCE, PostgresDatabase
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.store.cluster import check_fence, release, sync
+from gpu_health.evaluator.store.engines.postgres import FENCE, PostgresDatabase
 from tests.postgres import PostgresServer
 
 TTL = timedelta(seconds=3)
@@ -31,12 +31,12 @@ def pg(postgres: PostgresServer) -> Iterator[tuple[PostgresDatabase, PostgresDat
 def test_one_holder_renewals_keep_the_token_and_others_see_it(
         pg: tuple[PostgresDatabase, PostgresDatabase]) -> None:
     a, b = pg
-    first = sync(a, "a", "http://a:9836", TTL)
+    first = sync(a, "a", "http://a:10347", TTL)
     assert first.lease.mine and first.lease.token == 1
-    seen = sync(b, "b", "http://b:9836", TTL)
+    seen = sync(b, "b", "http://b:10347", TTL)
     assert not seen.lease.mine and seen.lease.holder == "a"
     assert [m.member_id for m in seen.members] == ["a", "b"]
-    again = sync(a, "a", "http://a:9836", TTL)
+    again = sync(a, "a", "http://a:10347", TTL)
     assert again.lease.mine and again.lease.token == 1
 
 

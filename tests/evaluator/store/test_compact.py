@@ -11,14 +11,14 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from evaluator.main import main
-from evaluator.store import Database
-from evaluator.store.api_queries import capabilities
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.rollups import seal
-from evaluator.store.schema import MIGRATIONS
-from evaluator.store.stats import raw_stats
 from gpu_health.clock import to_naive_utc
+from gpu_health.evaluator.main import main
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.api_queries import capabilities
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.rollups import seal
+from gpu_health.evaluator.store.schema import MIGRATIONS
+from gpu_health.evaluator.store.stats import raw_stats
 from tests.evaluator.rules_support import at
 from tests.evaluator.store_support import older_file
 
@@ -66,7 +66,7 @@ def test_compact_refuses_a_file_in_use(tmp_path: Path) -> None:
     path = tmp_path / "busy.duckdb"
     db = DuckDBDatabase(path)
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from evaluator.main import main; "
+        [sys.executable, "-c", "import sys; from gpu_health.evaluator.main import main; "
          "sys.exit(main(['compact', '--storage', sys.argv[1]]))", str(path)],
         capture_output=True, text=True, timeout=120, check=False)
     db.close()

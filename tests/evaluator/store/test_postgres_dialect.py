@@ -1,5 +1,5 @@
 """The statements written once answer the same on both engines where the dialects differ most
-(issue 13): DuckDB's arg_min/arg_max against PostgreSQL's rewrite of them, over random rows
+: DuckDB's arg_min/arg_max against PostgreSQL's rewrite of them, over random rows
 with unknown values and a FILTER; integer division; the hour arithmetic of the features."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluator.store.engines.postgres import PostgresDatabase
-from evaluator.store.engines.postgres_dialect import rewrite, to_pyformat
+from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
+from gpu_health.evaluator.store.engines.postgres_dialect import rewrite, to_pyformat
 from tests.postgres import PostgresServer
 
 BASE = datetime(2026, 1, 1)
@@ -85,7 +85,7 @@ def test_shared_functions_answer_alike(pg: PostgresDatabase, sql: str,
 
 
 @pytest.mark.parametrize(("sql", "expected"), [
-    # a parenthesis in a string literal is not the FILTER's end (issue 31: broken SQL)
+    # a parenthesis in a string literal is not the FILTER's end (broken SQL)
     ("SELECT arg_min(v, k) FILTER (WHERE s <> ')') FROM t",
      "SELECT (min(ARRAY[gpu_health_order_us(k), v]) FILTER (WHERE (v) IS NOT NULL AND (k) IS "
      "NOT NULL AND (s <> ')')))[2] FROM t"),

@@ -1,4 +1,4 @@
-"""What is PostgreSQL's own in the store (issue 13): connecting (a clear error naming the host,
+"""What is PostgreSQL's own in the store: connecting (a clear error naming the host,
 never the password), migrations run once by evaluators starting together, a schema newer than
 the code refused, the indexes PostgreSQL reads by, DuckDB's placeholders rewritten, and a
 database lost and back at runtime (statements fail with a reason, then work again)."""
@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from evaluator.store.engines.postgres import PostgresDatabase
-from evaluator.store.engines.postgres_dialect import to_pyformat
-from evaluator.store.schema import MIGRATIONS
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
+from gpu_health.evaluator.store.engines.postgres_dialect import to_pyformat
+from gpu_health.evaluator.store.schema import MIGRATIONS
 from tests.postgres import PASSWORD, PostgresServer, postgres_server
 
 
@@ -66,7 +66,7 @@ def test_evaluators_starting_together_migrate_once(url: str) -> None:
 
 def test_a_schema_newer_than_the_code_is_refused_before_anything_is_written(url: str) -> None:
     """A rolling upgrade: the newer release migrated and redefined a shared SQL function; the
-    old evaluator that starts next must give up without redefining it (issue 27)."""
+    old evaluator that starts next must give up without redefining it."""
     db = PostgresDatabase(url)
     db.execute("INSERT INTO schema_migrations VALUES (999, 'from the future', now())")
     db.execute("CREATE OR REPLACE FUNCTION epoch_us(t timestamp) RETURNS bigint "

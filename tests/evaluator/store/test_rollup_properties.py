@@ -16,13 +16,13 @@ from itertools import pairwise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.rules.outcome import WindowObservation
-from evaluator.store import Database, rollups
-from evaluator.store.backfill import observe_pending
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.samples import insert_samples
-from evaluator.store.stats import Fault, raw_stats
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.rules.outcome import WindowObservation
+from gpu_health.evaluator.store import Database, rollups
+from gpu_health.evaluator.store.backfill import observe_pending
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.stats import Fault, raw_stats
 from tests.evaluator.rules_support import at, insert_prediction
 
 ROW = st.tuples(st.integers(1, 600),  # minutes after the previous row

@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.store import Database, rollups
-from evaluator.store.api_queries import capabilities
-from evaluator.store.backfill import observe_pending
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.features import card_features
-from evaluator.store.maintenance import delete_samples_before, purge_simulated
-from evaluator.store.sample_facts import base_params, first_evidence
-from evaluator.store.samples import insert_samples
-from evaluator.store.stats import raw_stats
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.store import Database, rollups
+from gpu_health.evaluator.store.api_queries import capabilities
+from gpu_health.evaluator.store.backfill import observe_pending
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.features import card_features
+from gpu_health.evaluator.store.maintenance import delete_samples_before, purge_simulated
+from gpu_health.evaluator.store.sample_facts import base_params, first_evidence
+from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.stats import raw_stats
 from tests.conftest import NewDb
 from tests.evaluator.rules_support import at, insert_prediction, params
 from tests.evaluator.store_support import older_file
@@ -250,7 +250,7 @@ def test_a_rolled_back_seal_leaves_no_watermark_behind(new_db: NewDb) -> None:
 
 
 def test_every_engine_seals_hourly(new_db: NewDb) -> None:
-    """Issue 33: no reader scans more than the open hour of raw rows (plus the grace), on
+    """Before: no reader scans more than the open hour of raw rows (plus the grace), on
     DuckDB as on PostgreSQL."""
     db = new_db("h")
     assert db.seal_every == HOUR

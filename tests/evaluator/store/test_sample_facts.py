@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from evaluator.backtest.pipeline import replay_all
-from evaluator.store import rollups
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.sample_facts import base_params, first_evidence, sample_facts
-from evaluator.store.stats import raw_stats
 from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.backtest.pipeline import replay_all
+from gpu_health.evaluator.store import rollups
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.sample_facts import base_params, first_evidence, sample_facts
+from gpu_health.evaluator.store.stats import raw_stats
 from tests.conftest import NewDb
 from tests.evaluator.backtest_support import mixed_fleet, v1
 from tests.evaluator.rules_support import at

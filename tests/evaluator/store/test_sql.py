@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.store.engines.duckdb_dialect import DIALECT as DUCKDB
-from evaluator.store.engines.postgres_dialect import DIALECT as POSTGRESQL
-from evaluator.store.sql import compose, unnest_rows
+from gpu_health.evaluator.store.engines.duckdb_dialect import DIALECT as DUCKDB
+from gpu_health.evaluator.store.engines.postgres_dialect import DIALECT as POSTGRESQL
+from gpu_health.evaluator.store.sql import compose, unnest_rows
 from tests.conftest import NewDb
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.store import Database
-from evaluator.store.alerts import (
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.alerts import (
     close_removed_nodes,
     closing_alerts,
     mark_sent,
@@ -19,7 +19,7 @@ from evaluator.store.alerts import (
     open_new_alerts,
     resolve_alert,
 )
-from evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_node, add_prediction
 from tests.evaluator.store_support import audit_log

@@ -11,20 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.store.cycles import write_cycle
-from evaluator.store.db import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.maintenance import (
+from gpu_health.clock import from_naive_utc
+from gpu_health.errors import StoreError
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.store.cycles import write_cycle
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.maintenance import (
     NodeRecord,
     delete_samples_before,
     purge_simulated,
     simulated_nodes_present,
     upsert_nodes,
 )
-from evaluator.store.samples import latest_rows
-from gpu_health.clock import from_naive_utc
-from gpu_health.errors import StoreError
+from gpu_health.evaluator.store.samples import latest_rows
 from tests.conftest import NewDb
 from tests.evaluator.ingest_support import T0, a100
 from tests.evaluator.store_support import count_samples
@@ -54,7 +54,7 @@ def test_unknown_counters_round_trip_as_none_never_zero(db: Database) -> None:
 
 
 def test_samples_carry_no_art_index(tmp_path: Path) -> None:
-    # issue 14: the (node, index, time) ART index was ~90% of the file and served only point
+    # the (node, index, time) ART index was ~90% of the file and served only point
     # lookups; readers use the daily rollups and zone maps instead (DuckDB only: PostgreSQL
     # reads by its B-tree indexes, test_postgres_store.py)
     db = DuckDBDatabase(tmp_path / "store.duckdb")
@@ -95,10 +95,10 @@ def test_retention_delete_and_simulated_purge_touch_only_their_rows(db: Database
 WRITER = """
 import sys
 from datetime import UTC, datetime, timedelta
-from evaluator.model import CardKey, Counters, Sample
-from evaluator.store.cycles import write_cycle
-from evaluator.store.engines.duckdb import DuckDBDatabase
-from evaluator.store.maintenance import NodeRecord
+from gpu_health.evaluator.model import CardKey, Counters, Sample
+from gpu_health.evaluator.store.cycles import write_cycle
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.maintenance import NodeRecord
 
 db = DuckDBDatabase(sys.argv[1])
 rows = int(sys.argv[2])

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.backtest.activity import tick_grid
-from evaluator.backtest.rulesets import variants
-from evaluator.compose import build_service
-from evaluator.config.file import load_config
-from evaluator.stats.document import prediction_stats
-from evaluator.store import Database
-from evaluator.store.alerts import open_alerts, open_new_alerts
-from evaluator.store.api_queries import PredictionFilter, predictions_page
-from evaluator.store.prediction_state import open_predictions
-from evaluator.worker import Worker
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.backtest.activity import tick_grid
+from gpu_health.evaluator.backtest.rulesets import variants
+from gpu_health.evaluator.compose import build_service
+from gpu_health.evaluator.config.file import load_config
+from gpu_health.evaluator.stats.document import prediction_stats
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.alerts import open_alerts, open_new_alerts
+from gpu_health.evaluator.store.api_queries import PredictionFilter, predictions_page
+from gpu_health.evaluator.store.prediction_state import open_predictions
+from gpu_health.evaluator.worker import Worker
 from tests.conftest import NewDb
 from tests.evaluator.backtest_support import V1_FILE
 from tests.evaluator.rules_support import at, const, load, quadratic, ruleset, series, step

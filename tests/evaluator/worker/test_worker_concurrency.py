@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
-from evaluator.worker import TickReport, Worker
+from gpu_health.evaluator.worker import TickReport, Worker
 from tests.conftest import NewDb
 from tests.evaluator.rules_support import at, const, load, quadratic, ruleset, series, step
 

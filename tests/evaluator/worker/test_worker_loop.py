@@ -1,5 +1,5 @@
-"""The worker as the process runs it: one loop of the host (``evaluator.app``) whose single
-catch-all counts failures, start-up refusal of a changed rule file, self-metrics.
+"""The worker as the process runs it: one loop of the host (``gpu_health.evaluator.app``) whose
+single catch-all counts failures, start-up refusal of a changed rule file, self-metrics.
 
 No test waits for time: ``EvaluatorApp.run_tick`` runs one tick of the worker loop.
 """
@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from evaluator.app import EvaluatorApp
-from evaluator.rules.ruleset import RuleSet
-from evaluator.store import Database
-from evaluator.store.rule_versions import register_ruleset
-from evaluator.worker import Worker, WorkerMetrics
 from gpu_health.clock import Clock
 from gpu_health.errors import RuleError
+from gpu_health.evaluator.app import EvaluatorApp
+from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.worker import Worker, WorkerMetrics
 from tests.evaluator.rules_support import (
     at,
     const,

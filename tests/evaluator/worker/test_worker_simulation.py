@@ -21,9 +21,9 @@ from datetime import timedelta
 import pytest
 from freezegun import freeze_time
 
-from evaluator.stats.document import prediction_stats
-from evaluator.store import Database
-from evaluator.worker import Worker
+from gpu_health.evaluator.stats.document import prediction_stats
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.worker import Worker
 from tests.conftest import NewDb
 from tests.evaluator.rules_support import (
     Curve,

@@ -102,7 +102,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $_ := set $cfg "ingest" (dict "source" "prometheus" "prometheus" $prom) -}}
 {{- end -}}
 {{- $_ := set $cfg "alerting" (dict "alertmanagers" $e.alertmanagers) -}}
-{{- $rules := dict "dir" "/usr/share/gpu-health/rules" -}}
+{{- $rules := dict -}}
 {{- if $e.rules.active -}}{{- $_ := set $rules "active" $e.rules.active -}}{{- end -}}
 {{- $_ := set $cfg "rules" $rules -}}
 {{- if include "gpu-health.tokensSecret" . -}}

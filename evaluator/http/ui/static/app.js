@@ -21,6 +21,21 @@ function hashCard() {
   return match ? { node_id: decodeURIComponent(match[1]), gpu_index: Number(match[2]) } : null;
 }
 
+// ?source=simulated opens the page on the simulated data (the demo's banner links it); any
+// other value, or none, opens it on the real data.
+function linkedSource() {
+  return new URLSearchParams(window.location.search).get("source") === "simulated"
+    ? "simulated" : "real";
+}
+
+// The address follows the switch, so a copied link opens what the operator sees.
+function linkSource(source) {
+  const url = new URL(window.location.href);
+  if (source === "real") url.searchParams.delete("source");
+  else url.searchParams.set("source", source);
+  window.history.replaceState(null, "", url);
+}
+
 function message(id, text, kind) {
   byId(id).replaceChildren(el("p", { class: kind }, text));
 }
@@ -132,6 +147,7 @@ function loadAll() {
 function switchSource(source) {
   // Clear first: the old source's rows, selection and page must be gone before anything loads.
   state.source = source;
+  linkSource(source);
   state.status = "";
   state.offset = 0;
   state.card = null;
@@ -193,5 +209,8 @@ function wire() {
 
 wire();
 showToken();
-const chosen = document.querySelector("input[name=source]:checked");
-switchSource(chosen ? chosen.value : "real");
+const linked = linkedSource();
+for (const input of document.querySelectorAll("input[name=source]")) {
+  input.checked = input.value === linked;
+}
+switchSource(linked);

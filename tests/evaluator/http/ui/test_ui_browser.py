@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.api_support import TOKENS, token_set
 from tests.evaluator.http.ui.ui_support import (
     EVIL,
@@ -231,6 +231,22 @@ def test_simulated_switch_clears_first_then_shows_banner_and_badges(page: Any,
     _open_after_switch(page)
     assert not page.find_element(By.ID, "simulated-banner").is_displayed()
     assert "sim-node" not in _text(page, "main")
+
+
+def test_a_link_opens_the_page_on_the_simulated_source(page: Any, base: str) -> None:
+    """The demo's banner links ``/?source=simulated``; the address follows the switch."""
+    from selenium.webdriver.common.by import By
+
+    _open(page, base + "/?source=simulated")
+    assert page.find_element(By.CSS_SELECTOR, "input[value=simulated]").is_selected()
+    assert page.find_element(By.ID, "simulated-banner").is_displayed()
+    assert set(_texts(page, "tr.card-row .node")) == {"sim-node"}
+    page.find_element(By.CSS_SELECTOR, "input[value=real]").click()
+    _open_after_switch(page)
+    assert "source=" not in page.current_url and "sim-node" not in _text(page, "main")
+    _open(page, base + "/?source=bogus")  # anything else is the real data
+    assert page.find_element(By.CSS_SELECTOR, "input[value=real]").is_selected()
+    assert not page.find_element(By.ID, "simulated-banner").is_displayed()
 
 
 def test_markup_in_a_node_name_is_text(page: Any, base: str) -> None:

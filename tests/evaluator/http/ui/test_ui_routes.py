@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.http.ui.routes import load_bundle
+from gpu_health.evaluator.http.ui.routes import load_bundle
 from tests.evaluator.http.test_index_page import Tags
 
 STATIC = Path(__file__).resolve().parents[4] / "evaluator" / "http" / "ui" / "static"
@@ -43,5 +43,6 @@ def test_the_page_ships_in_the_package() -> None:
     import tomllib
 
     pyproject = tomllib.loads((STATIC.parents[3] / "pyproject.toml").read_text())
-    assert pyproject["tool"]["setuptools"]["package-data"]["evaluator.http.ui"] == ["static/*"]
+    package_data = pyproject["tool"]["setuptools"]["package-data"]
+    assert package_data["gpu_health.evaluator.http.ui"] == ["static/*"]
     assert {"index.html", "app.js", "style.css"} <= set(load_bundle().assets) | {"index.html"}

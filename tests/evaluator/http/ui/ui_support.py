@@ -22,15 +22,15 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from evaluator.http.access import new_application
-from evaluator.http.api.auth import TokenSet
-from evaluator.http.api.context import ApiContext
-from evaluator.http.api.routes import add_api_routes
-from evaluator.http.errors import RequestMetrics
-from evaluator.http.index import add_index_route
-from evaluator.http.ui import add_ui_routes
-from evaluator.store import Database
-from evaluator.store.maintenance import NodeRecord, upsert_nodes
+from gpu_health.evaluator.http.access import new_application
+from gpu_health.evaluator.http.api.auth import TokenSet
+from gpu_health.evaluator.http.api.context import ApiContext
+from gpu_health.evaluator.http.api.routes import add_api_routes
+from gpu_health.evaluator.http.errors import RequestMetrics
+from gpu_health.evaluator.http.index import add_index_route
+from gpu_health.evaluator.http.ui import add_ui_routes
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.maintenance import NodeRecord, upsert_nodes
 from tests.evaluator.api_support import NOW, RULE_VERSION, add_prediction, add_samples
 from tests.evaluator.api_support import sample as make_sample
 
@@ -103,9 +103,9 @@ def build_ui_dataset(db: Database) -> None:
 
     n1 lists 4 cards of which 2 ever had a known counter; n1/0 has six hours without a sample;
     n1/1 reports only the uncorrected counter and stalled 3 hours ago."""
-    upsert_nodes(db, [NodeRecord("n1", "a", "n1:9835", NOW, 4, "real"),
-                      NodeRecord("n2", "b", "n2:9835", NOW, 1, "real"),
-                      NodeRecord(EVIL, "a", "evil:9835", NOW, 1, "real")])
+    upsert_nodes(db, [NodeRecord("n1", "a", "n1:10346", NOW, 4, "real"),
+                      NodeRecord("n2", "b", "n2:10346", NOW, 1, "real"),
+                      NodeRecord(EVIL, "a", "evil:10346", NOW, 1, "real")])
     add_samples(db, _card_rows())
     _predictions(db)
 

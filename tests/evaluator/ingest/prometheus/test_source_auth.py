@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.config.file import parse_config
-from evaluator.ingest.cycle import Ingestor
-from evaluator.ingest.dedup import DedupCache
-from evaluator.ingest.prometheus.source import PrometheusSource
-from evaluator.store import Database
-from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.errors import SourceError
+from gpu_health.evaluator.config.file import parse_config
+from gpu_health.evaluator.ingest.cycle import Ingestor
+from gpu_health.evaluator.ingest.dedup import DedupCache
+from gpu_health.evaluator.ingest.prometheus.source import PrometheusSource
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.ingest.prometheus.servers import (
     VM,
     VM_MISSING,

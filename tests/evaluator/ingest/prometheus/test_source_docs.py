@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from evaluator.config.file import load_config
-from evaluator.http.api.auth import hash_token
+from gpu_health.evaluator.config.file import load_config
+from gpu_health.evaluator.http.api.auth import hash_token
 from tests.shared import REPO
 
 
@@ -33,9 +33,9 @@ def test_the_minimal_file_loads_with_the_defaults_it_names(tmp_path: Path) -> No
     assert (source.lag, source.max_catchup, source.history, source.timeout) == (
         120.0, 3600.0, None, 30.0)
     assert config.storage_path == Path("/var/lib/gpu-health/gpu-health.duckdb")
-    assert config.listen_address == "0.0.0.0:9836"
+    assert config.listen_address == "0.0.0.0:10347"
     assert config.api_tokens_file == tmp_path / "tokens.yml"
     assert config.alertmanagers == ("http://alertmanager:9093",)
     defaults = load_config(None, {})
     assert str(defaults.storage_path) == "data/gpu-health.duckdb"
-    assert defaults.listen_address == "127.0.0.1:9836"
+    assert defaults.listen_address == "127.0.0.1:10347"

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from evaluator.compose import Service, build_service
-from evaluator.config.file import parse_config
 from gpu_health.clock import system_clock
+from gpu_health.evaluator.compose import Service, build_service
+from gpu_health.evaluator.config.file import parse_config
 from tests.evaluator.ingest.prometheus.servers import (
     PROMETHEUS,
     PROMETHEUS_MISSING,

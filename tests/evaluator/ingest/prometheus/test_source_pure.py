@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.config.targets import Target
-from evaluator.ingest.prometheus.metricsets import (
+from gpu_health.contract import MEMORY_XIDS
+from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.prometheus.metricsets import (
     DCGM,
     NVIDIA_SMI,
     OURS,
@@ -21,11 +22,10 @@ from evaluator.ingest.prometheus.metricsets import (
     index_map,
     unknown_reason,
 )
-from evaluator.ingest.prometheus.steps import node_targets, step_results
-from evaluator.ingest.prometheus.window import aligned, floored, next_window
-from evaluator.ingest.prometheus.xids import LastXidTracker, counter_readings
-from evaluator.model import CardKey
-from gpu_health.contract import MEMORY_XIDS
+from gpu_health.evaluator.ingest.prometheus.steps import node_targets, step_results
+from gpu_health.evaluator.ingest.prometheus.window import aligned, floored, next_window
+from gpu_health.evaluator.ingest.prometheus.xids import LastXidTracker, counter_readings
+from gpu_health.evaluator.model import CardKey
 
 STEP = timedelta(minutes=1)
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -118,12 +118,12 @@ def test_dcgm_no_data_sentinels_are_unknown_never_a_count() -> None:
 
 def test_nvidia_smi_uuid_gets_the_gpu_prefix_back_and_its_index_from_gpu_info() -> None:
     info = series({"uuid": "00000000-0000-0000-0000-000000000000", "index": "3",
-                   "instance": "h1:9835"}, [(0, "1")])
+                   "instance": "h1:10346"}, [(0, "1")])
     indexes = index_map(NVIDIA_SMI, [info], None)
     assert indexes == {("h1", "GPU-00000000-0000-0000-0000-000000000000"): 3}
     acc = Assembly()
     add_series(acc, NVIDIA_SMI, "nvidia_smi_ecc_errors_corrected_aggregate_total",
-               [series({"uuid": "00000000-0000-0000-0000-000000000000", "instance": "h1:9835"},
+               [series({"uuid": "00000000-0000-0000-0000-000000000000", "instance": "h1:10346"},
                        [(0, "0")])], None, indexes)
     uuid, values = acc.readings[CardKey("h1", 3)][T0]
     assert uuid == "GPU-00000000-0000-0000-0000-000000000000"
@@ -141,7 +141,7 @@ def test_configured_label_names_and_tenant() -> None:
 
 
 def test_a_node_name_the_api_could_not_address_is_dropped_and_counted() -> None:
-    """Issue 27: a 10 KB node name was stored and alerted, and every request naming it was a
+    """Before: a 10 KB node name was stored and alerted, and every request naming it was a
     400; now it never enters the store."""
     acc = Assembly()
     add_series(acc, DCGM, "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", [
@@ -253,8 +253,8 @@ def test_change_points_rebuild_the_step_by_step_readings(
         cuts: list[int]) -> None:
     """What the server's change-point answers give (``changes.py``) equals reading every step
     (``add_series``), for duplicate series, UUID changes, gaps and unknown values."""
-    from evaluator.ingest.prometheus.changes import GONE, ChangeTracker
-    from evaluator.ingest.prometheus.metricsets import readings
+    from gpu_health.evaluator.ingest.prometheus.changes import GONE, ChangeTracker
+    from gpu_health.evaluator.ingest.prometheus.metricsets import readings
 
     steps = len(grid[0])
     labels = [{"gpu": gpu, "UUID": uuid, "Hostname": "n1", "instance": inst}

@@ -20,18 +20,18 @@ from typing import Any
 
 import pytest
 
-from evaluator.backtest.prometheus import PrometheusRange, import_prometheus
-from evaluator.compose import Service, build_service
-from evaluator.config.file import parse_config
-from evaluator.ingest.prometheus.metricsets import DCGM
-from evaluator.main import main
-from evaluator.model import CardKey
-from evaluator.simulate.profiles import readings
-from evaluator.store import Database
-from evaluator.store.api_queries import capabilities
-from evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.clock import to_naive_utc
 from gpu_health.errors import SourceError
+from gpu_health.evaluator.backtest.prometheus import PrometheusRange, import_prometheus
+from gpu_health.evaluator.compose import Service, build_service
+from gpu_health.evaluator.config.file import parse_config
+from gpu_health.evaluator.ingest.prometheus.metricsets import DCGM
+from gpu_health.evaluator.main import main
+from gpu_health.evaluator.model import CardKey
+from gpu_health.evaluator.simulate.profiles import readings
+from gpu_health.evaluator.store import Database
+from gpu_health.evaluator.store.api_queries import capabilities
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.ingest.prometheus.servers import (
     VM,
     VM_MISSING,
@@ -385,7 +385,7 @@ def test_the_history_replay_includes_the_shadow_versions(vm: str, tmp_path: Path
 
 def test_an_import_the_process_did_not_finish_is_redone_at_the_next_start(
         vm: str, tmp_path: Path) -> None:
-    """Issue 27: a SIGTERM at chunk 12 of 15 left real rows, so the next start took the half
+    """Before: a SIGTERM at chunk 12 of 15 left real rows, so the next start took the half
     import for history and the live source skipped what lay behind max_catchup. The process
     here stops (its task cancelled, nothing undone) once rows are written; the next start on
     the same file removes them and imports exactly what a clean import does."""
