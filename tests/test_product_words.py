@@ -1,5 +1,5 @@
 """The product speaks for itself: no code, comment, log line, doc or config names a tracker
-issue by number or sends a reader to "the issues", which a user cannot look up.
+issue by number or sends a reader to the tracker, which a user cannot look up.
 
 Captured third-party output (``tests/fixtures``) is quoted as captured and is not checked.
 """
