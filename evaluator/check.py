@@ -5,23 +5,31 @@ for the node's cards (``capabilities``: recommended action, stalled collection) 
 predictions (``predictions?status=pending``), prints one summary line and one line per problem,
 and exits with the Nagios code:
 
-- 0 OK: the evaluator knows the node and reports no problem;
-- 1 WARNING: a card's collection stalled, or its action is ``restart_workload``;
+- 0 OK: the node's cards are really monitored (real readings, at least one known counter,
+  every listed card sampled, none stalled) and the evaluator reports no problem;
+- 1 WARNING: a card's collection stalled, a card has every counter unknown, the last scrape
+  listed cards that have no reading, or a card's action is ``restart_workload``;
 - 2 CRITICAL: an open fault prediction, or an action ``replace_candidate``, ``reboot_node`` or
-  ``reset_gpu``;
-- 3 UNKNOWN: the evaluator is unreachable, slow, refuses the token, does not know the node, or
-  answers something unreadable; the check's own usage errors too.
+  ``reset_gpu`` (CRITICAL wins over everything: a known fault drains even when another card of
+  the node is unknown);
+- 3 UNKNOWN: the node is not monitored (no card with real readings: all counters unknown, no
+  card at all, or simulated data only), or the evaluator is unreachable, slow, refuses the
+  token, does not know the node, or answers something unreadable; the check's own usage errors
+  too.
 
-Unreachable is UNKNOWN, never OK: a health check that passes when it cannot ask is worse than
-none. Every request shares one deadline (``--timeout``, 8 s by default, under Slurm's 60 s kill),
-and an answer larger than :data:`MAX_BODY` is refused. :func:`assess` is pure.
+Unmonitored or unreachable is UNKNOWN, never OK: a health check that passes when it cannot know
+is worse than none. Every request and the token file share one deadline (``--timeout``, 8 s by
+default, under Slurm's 60 s kill); a body is read whole, however many pieces it arrives in, and
+an answer larger than :data:`MAX_BODY` is refused. :func:`assess` is pure.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,35 +67,69 @@ def unknown(why: str) -> Report:
     return Report(UNKNOWN, why)
 
 
+def _objects(answer: Mapping[str, Any], key: str) -> list[dict[str, Any]] | None:
+    """``answer[key]`` when it is a list of objects, else None (an unreadable answer)."""
+    items = answer.get(key)
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return None
+    return items
+
+
+def _card_problems(card: Mapping[str, Any]) -> list[tuple[int, str]]:
+    gpu, problems = card.get("gpu_index"), []
+    action = card.get("action") or {}
+    name = action.get("action") if isinstance(action, dict) else None
+    if name in CRITICAL_ACTIONS or name in WARNING_ACTIONS:
+        level = CRITICAL if name in CRITICAL_ACTIONS else WARNING
+        problems.append((level, f"GPU {gpu}: {name}: {action.get('reason')} (recommended by "
+                                f"{action.get('policy')}, not a diagnosis)"))
+    if card.get("collection_stalled") is not False:
+        problems.append((WARNING, f"GPU {gpu}: collection stalled (last sample "
+                                  f"{card.get('last_sample_at')})"))
+    if not _monitored(card):
+        problems.append((WARNING, f"GPU {gpu}: every counter unknown"))
+    return problems
+
+
+def _monitored(card: Mapping[str, Any]) -> bool:
+    """At least one counter of the card is read (the API's ``metrics``: collectable/unknown)."""
+    metrics = card.get("metrics")
+    return isinstance(metrics, dict) and "collectable" in metrics.values()
+
+
+def _unsampled(node: str, nodes: list[dict[str, Any]]) -> int:
+    """Cards the node's last scrape listed that have no reading (all counters unknown)."""
+    counts = [n.get("unsampled_cards") for n in nodes if n.get("node_id") == node]
+    return sum(c for c in counts if isinstance(c, int) and c > 0)
+
+
 def assess(node: str, cards: Mapping[str, Any], predictions: Mapping[str, Any]) -> Report:
     """The report for one node from the two API answers (pure)."""
-    items, open_items = cards.get("items"), predictions.get("items")
-    if not isinstance(items, list) or not isinstance(open_items, list):
-        return unknown(f"node {node}: the evaluator's answer has no item list")
-    items = [i for i in items if isinstance(i, dict)]
-    open_items = [i for i in open_items if isinstance(i, dict)]
+    items, open_items = _objects(cards, "items"), _objects(predictions, "items")
+    nodes = _objects(cards, "nodes") if "nodes" in cards else []
+    if items is None or open_items is None or nodes is None:
+        return unknown(f"node {node}: the evaluator's answer has no readable item list")
     total = predictions.get("total")
     open_count = total if isinstance(total, int) and total >= len(open_items) else len(open_items)
-    problems: list[tuple[int, str]] = []
-    for item in open_items:
-        problems.append((CRITICAL, f"GPU {item.get('gpu_index')}: fault predicted by "
-                                   f"{item.get('rule_version')} ({item.get('signal')}), window "
-                                   f"until {item.get('window_end')}"))
+    problems = [(CRITICAL, f"GPU {item.get('gpu_index')}: fault predicted by "
+                           f"{item.get('rule_version')} ({item.get('signal')}), window "
+                           f"until {item.get('window_end')}") for item in open_items]
     for card in items:
-        gpu = card.get("gpu_index")
-        action = card.get("action") or {}
-        name = action.get("action") if isinstance(action, dict) else None
-        if name in CRITICAL_ACTIONS or name in WARNING_ACTIONS:
-            level = CRITICAL if name in CRITICAL_ACTIONS else WARNING
-            problems.append((level, f"GPU {gpu}: {name}: {action.get('reason')} (recommended by "
-                                    f"{action.get('policy')}, not a diagnosis)"))
-        if card.get("collection_stalled") is True:
-            problems.append((WARNING, f"GPU {gpu}: collection stalled (last sample "
-                                      f"{card.get('last_sample_at')})"))
-    code = max((level for level, _ in problems), default=OK)
+        problems += _card_problems(card)
+    unsampled = _unsampled(node, nodes)
+    if unsampled:
+        problems.append((WARNING, f"{unsampled} more cards listed with every counter unknown"))
     summary = (f"node {node}: {len(items)} cards, {open_count} open predictions, "
                f"{len(problems)} problems")
-    return Report(code, summary, tuple(line for _, line in sorted(problems, key=_worst_first)))
+    details = tuple(line for _, line in sorted(problems, key=_worst_first))
+    code = max((level for level, _ in problems), default=OK)
+    # Stalled cards keep their WARNING (a reason of their own); a node none of whose cards
+    # ever read a counter is not monitored at all.
+    if code < CRITICAL and not any(_monitored(c) for c in items):
+        why = ("no card has real readings with a known counter: not monitored (its cards' "
+               "counters are unknown, it has none, or only simulated data)")
+        return Report(UNKNOWN, f"{summary}; {why}", details)
+    return Report(code, summary, details)
 
 
 def _worst_first(problem: tuple[int, str]) -> int:
@@ -95,10 +137,15 @@ def _worst_first(problem: tuple[int, str]) -> int:
 
 
 def read_token(path: Path | None) -> str | None:
-    """The bearer token from its file (first line, bounded); ValueError on a bad file."""
+    """The bearer token from its file (first line, bounded); ValueError on a bad file. Opened
+    without blocking and refused unless a regular file: a FIFO or a device in its place would
+    hang the check past its deadline (Slurm then kills it, and nobody is told why)."""
     if path is None:
         return None
-    with path.open("rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path}: not a regular file")
         raw = handle.read(MAX_TOKEN_FILE + 1)
     if len(raw) > MAX_TOKEN_FILE:
         raise ValueError(f"{path}: more than {MAX_TOKEN_FILE} bytes, not a token file")
@@ -110,9 +157,13 @@ def read_token(path: Path | None) -> str | None:
 
 async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, Any]:
     async with session.get(url, allow_redirects=False) as response:
-        body = await response.content.read(MAX_BODY + 1)
-        if len(body) > MAX_BODY:
-            raise ValueError(f"answer larger than {MAX_BODY} bytes")
+        # The whole body, however many pieces it arrives in (content.read(n) returns what has
+        # arrived so far), bounded while reading.
+        body = bytearray()
+        async for chunk in response.content.iter_any():
+            body += chunk
+            if len(body) > MAX_BODY:
+                raise ValueError(f"answer larger than {MAX_BODY} bytes")
         try:
             return response.status, json.loads(body)
         except ValueError:

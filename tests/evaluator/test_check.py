@@ -4,6 +4,8 @@ against a real evaluator API on 127.0.0.1, and the pure assessment on malformed 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -40,14 +42,22 @@ def card(node: str, at: datetime, *, pending: int = 0, failure: int = 0) -> Samp
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     database = DuckDBDatabase(tmp_path_factory.mktemp("check") / "api.duckdb")
-    for node in ("ok-1", "stalled-1", "predicted-1", "reset-1"):
+    for node in ("ok-1", "stalled-1", "predicted-1", "reset-1", "unknown-1", "empty-1", "sim-1",
+                 "half-1"):
         add_node(database, node, "a")
+    # The last scrape listed cards: unknown-1's two have every counter unknown (no sample is
+    # written for such a card), half-1 has one sampled card of two.
+    for node, listed in (("unknown-1", 2), ("half-1", 2)):
+        database.execute("UPDATE gpu_health_nodes SET listed_cards = $n, listed_source = 'real' "
+                         "WHERE node_id = $node", {"n": listed, "node": node})
     recent = NOW - timedelta(minutes=2)
     add_samples(database, [
         card("ok-1", recent),
         card("stalled-1", NOW - timedelta(hours=3)),
         card("predicted-1", recent),
         card("reset-1", recent, pending=1),
+        card("half-1", recent),
+        sample("sim-1", 0, recent, source="simulated", ecc_corrected_total=1),
     ])
     add_prediction(database, "p1", "predicted-1", 0, NOW - timedelta(hours=1))
     yield database
@@ -69,6 +79,11 @@ async def run_check(url: str, *args: str) -> tuple[int, str]:
     ("predicted-1", CRITICAL, "GPU 0: fault predicted by v1-ecc-growth (corrected_growth)"),
     ("reset-1", CRITICAL, "GPU 0: reset_gpu: a row remap is pending"),
     ("nobody", UNKNOWN, "node nobody is not known to the evaluator"),
+    # Cards listed, every counter unknown: not monitored, never OK.
+    ("unknown-1", UNKNOWN, "2 more cards listed with every counter unknown"),
+    ("empty-1", UNKNOWN, "0 cards, 0 open predictions, 0 problems; no card has real readings"),
+    ("sim-1", UNKNOWN, "no card has real readings"),  # simulated data is not monitoring
+    ("half-1", WARNING, "1 more cards listed with every counter unknown"),
 ])
 async def test_each_state_against_a_real_evaluator(db: Database, node: str, code: int,
                                                    needle: str) -> None:
@@ -112,11 +127,34 @@ async def test_usage_errors_are_unknown_not_critical() -> None:
     assert rc == UNKNOWN
 
 
+MONITORED = {"gpu_index": 0, "collection_stalled": False,
+             "metrics": {"ecc_corrected_total": "collectable"}}
+
+
 def test_assess_refuses_answers_without_items() -> None:
     assert assess("n", {}, {"items": []}).code == UNKNOWN
     assert assess("n", {"items": "x"}, {"items": []}).code == UNKNOWN
-    report = assess("n", {"items": [None, {"gpu_index": 0, "action": "odd"}]}, {"items": [7]})
-    assert (report.code, report.details) == (OK, ())
+    # items that are not objects are an unreadable answer, never an empty (OK) one
+    for cards, predictions in (({"items": [None, MONITORED]}, {"items": []}),
+                               ({"items": [MONITORED]}, {"items": [7]}),
+                               ({"items": [MONITORED], "nodes": ["x"]}, {"items": []})):
+        report = assess("n", cards, predictions)
+        assert report.code == UNKNOWN and "no readable item list" in report.summary
+    assert assess("n", {"items": [MONITORED]}, {"items": []}).code == OK
+
+
+def test_ok_needs_a_fresh_card_with_a_known_counter() -> None:
+    unknown_card = {**MONITORED, "metrics": {"ecc_corrected_total": "unknown"}}
+    stalled = {**MONITORED, "collection_stalled": True}
+    for items in ([], [unknown_card], [{**unknown_card, "collection_stalled": True}]):
+        assert assess("n", {"items": items}, {"items": []}).code == UNKNOWN, items
+    assert assess("n", {"items": [stalled]}, {"items": []}).code == WARNING  # stale: WARNING
+    report = assess("n", {"items": [MONITORED, {**unknown_card, "gpu_index": 1}]},
+                    {"items": []})
+    assert report.code == WARNING and report.details == ("GPU 1: every counter unknown",)
+    # a known fault is CRITICAL even on a node whose other cards are unknown: it drains
+    predicted = {"items": [{"gpu_index": 1, "rule_version": "v", "signal": "s"}], "total": 1}
+    assert assess("n", {"items": [unknown_card]}, predicted).code == CRITICAL
 
 
 def test_the_worst_problem_comes_first() -> None:
@@ -127,6 +165,43 @@ def test_the_worst_problem_comes_first() -> None:
     assert report.code == CRITICAL
     assert report.details[0].startswith("GPU 1: replace_candidate")
     assert report.text().splitlines()[0].startswith("GPU-HEALTH CRITICAL - node n: 2 cards")
+
+
+async def test_a_body_in_two_pieces_is_read_whole(tmp_path: Path) -> None:
+    """A CRITICAL answer whose body arrives in two TCP writes 200 ms apart used to be cut at
+    the first piece (``content.read(n)`` returns what has arrived) and read as UNKNOWN, so the
+    health-check script did not drain."""
+    capabilities = json.dumps({"items": [MONITORED], "nodes": []}).encode()
+    predictions = json.dumps({"items": [{"gpu_index": 0, "rule_version": "v2-ecc-xid",
+                                         "signal": "uncorrectable", "window_end": "w"}],
+                              "total": 1}).encode()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await reader.readuntil(b"\r\n\r\n")
+        body = capabilities if b"/capabilities" in request else predictions
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+                     + body[:10])
+        await writer.drain()
+        await asyncio.sleep(0.2)  # the second TCP piece, later
+        writer.write(body[10:])
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    async with server:
+        port = server.sockets[0].getsockname()[1]
+        rc, out = await run_check(f"http://127.0.0.1:{port}", "--node", "n")
+    assert rc == CRITICAL, out
+    assert "GPU 0: fault predicted by v2-ecc-xid (uncorrectable)" in out
+
+
+async def test_a_fifo_token_file_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo)
+    rc, out = await run_check("http://127.0.0.1:1", "--node", "n", "--token-file", str(fifo),
+                              "--timeout", "1")
+    assert rc == UNKNOWN and "not a regular file" in out
 
 
 def test_token_files_are_bounded(tmp_path: Path) -> None:
