@@ -6,6 +6,7 @@ values the schema or the templates must refuse, with a message that names the pr
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -199,3 +200,31 @@ def test_notes_say_where_to_look(tmp_path: Path) -> None:
                    "helm test gh", "docs/kubernetes.md", "Xid errors: off"):
         assert needle in notes, needle
     assert len(by_kind(template(VALUE_SETS["defaults"], tmp_path), "DaemonSet")) == 1
+
+
+DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+NAME_LIMITS = {"Service": 63, "StatefulSet": 52}  # DNS label; 52 + the revision hash label
+
+
+@pytest.mark.parametrize("release", ["r" * 34, "gpu-health-" + "x" * 42],
+                         ids=["34 characters", "53 characters (helm's limit)"])
+def test_names_fit_kubernetes_for_any_release_name_helm_accepts(release: str,
+                                                               tmp_path: Path) -> None:
+    """A release name of 34+ characters rendered a headless Service name of 64+ characters
+    (72 at 53), which Kubernetes refuses, so ``helm install`` failed."""
+    for name, values in sorted(VALUE_SETS.items()):
+        result = run_helm("template", release, str(CHART), "-n", NAMESPACE, values=values,
+                          tmp=tmp_path)
+        assert result.returncode == 0, result.stderr
+        for doc in (d for d in yaml.safe_load_all(result.stdout) if d):
+            meta, kind = doc["metadata"], doc["kind"]
+            limit = NAME_LIMITS.get(kind, 253)
+            assert len(meta["name"]) <= limit, (name, kind, meta["name"])
+            if kind == "Service":
+                assert DNS_LABEL.fullmatch(meta["name"]), meta["name"]
+            labels = [*meta.get("labels", {}).values(),
+                      *doc.get("spec", {}).get("template", {}).get("metadata", {})
+                      .get("labels", {}).values()]
+            assert all(len(str(v)) <= 63 for v in labels), (name, kind, labels)
+            if kind == "StatefulSet":
+                assert doc["spec"]["serviceName"].startswith(meta["name"])

@@ -17,12 +17,17 @@
 {{- end -}}
 {{- end -}}
 
-{{/* Component names stay under 63 characters with their suffix. */}}
+{{/* Component names within Kubernetes' limits for any release name Helm accepts (53
+characters): a Service name is a DNS label (63); a StatefulSet's name at most 52, because its
+pods carry a controller-revision-hash label of the name plus 11 characters (a label value: 63). */}}
 {{- define "gpu-health.exporter" -}}
 {{- printf "%s-exporter" (include "gpu-health.fullname" . | trunc 54 | trimSuffix "-") -}}
 {{- end -}}
 {{- define "gpu-health.evaluator" -}}
-{{- printf "%s-evaluator" (include "gpu-health.fullname" . | trunc 53 | trimSuffix "-") -}}
+{{- printf "%s-evaluator" (include "gpu-health.fullname" . | trunc 42 | trimSuffix "-") -}}
+{{- end -}}
+{{- define "gpu-health.evaluatorHeadless" -}}
+{{- printf "%s-headless" (include "gpu-health.evaluator" .) -}}
 {{- end -}}
 
 {{- define "gpu-health.image" -}}
