@@ -110,3 +110,10 @@ class SourceError(GpuHealthError):
     ``too_large``, ``too_many_series``)."""
 
     reason = "source"
+
+
+class OutputError(GpuHealthError):
+    """A file the program writes (a report, a rule file) could not be written. Nothing
+    half-written is left behind, and nothing outside the named folder is touched."""
+
+    reason = "output"

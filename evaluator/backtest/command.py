@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpu_health.clock import Clock, system_clock
@@ -105,12 +106,28 @@ def input_options(c: Checker, args: argparse.Namespace, config: Config,
         after = _duration(c, args.observe_after, "--observe-after", timedelta(0)) or None
         if columns is not None:
             source = EventsSource(args.events, columns, args.preset, step, lead_in, after)
+    output_place(c, args.output, "--output")
     if args.prometheus is not None:
         return Inputs(source, None, None)  # the import's own period is the replayed one
     since, until = _time(c, args.since, "--since"), _time(c, args.until, "--until")
     if since is not None and until is not None and since >= until:
         c.problem(f"--since ({since.isoformat()}) must be before --until ({until.isoformat()})")
     return Inputs(source, since, until)
+
+
+def output_place(c: Checker, path: Path | None, flag: str, *, folder: bool = False) -> None:
+    """A place the run will write to, checked before the run spends its time: a folder that
+    is a file (or a file that is a folder) is a problem listed now, not a traceback later."""
+    if path is None:
+        return
+    if folder and path.exists() and not path.is_dir():
+        c.problem(f"{flag}: {path} is not a folder")
+    if not folder and path.is_dir():
+        c.problem(f"{flag}: {path} is a folder, not a file")
+    parent = path if folder else path.parent
+    existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        c.problem(f"{flag}: {existing} is not a folder")
 
 
 def cost_options(c: Checker, args: argparse.Namespace) -> Costs | None:

@@ -44,6 +44,7 @@ from gpu_health.evaluator.store.backtest import (
 from gpu_health.evaluator.store.backtest_import import sample_span
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.files import write_file
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +163,7 @@ def run_backtest(options: BacktestOptions, *, clock: Clock = system_clock,
 
 def write_json(report: dict[str, Any], output: Path | None) -> None:
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_file(output, json.dumps(report, indent=2) + "\n", replace=True)
 
 
 def _remove(path: Path) -> None:

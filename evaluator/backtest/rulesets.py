@@ -16,10 +16,11 @@ not change which predictions are made, so they would not yield distinct versions
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from gpu_health.errors import ConfigError
 from gpu_health.evaluator.config.rules import BASELINE_FILES, load_ruleset
@@ -39,6 +40,12 @@ class Variant:
         values = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                            for k, v in self.swept)
         return f"{self.ruleset.version} ({values})" if values else self.ruleset.version
+
+
+# The most combinations one sweep or calibration replays (docs/backtest.md): each costs a replay
+# share, and an effective version's name carries 5 hex digits of its parameters' hash, so
+# thousands of versions would collide by name (birthday odds: ~2% at 256, ~99% at 10,000).
+MAX_COMBINATIONS: Final = 256
 
 
 def parse_sweeps(items: Sequence[str]) -> list[tuple[str, list[str]]]:
@@ -70,6 +77,10 @@ def parse_sweeps(items: Sequence[str]) -> list[tuple[str, list[str]]]:
             if problem:
                 problems.append(f"--sweep {item!r}: {problem}")
         result.append((key, list(dict.fromkeys(values))))
+    combinations = math.prod(len(values) for _, values in result)
+    if combinations > MAX_COMBINATIONS:
+        problems.append(f"--sweep/--search: {combinations} combinations; at most "
+                        f"{MAX_COMBINATIONS} (search fewer values, or in steps)")
     if problems:
         raise ConfigError(problems)
     return result
@@ -113,7 +124,8 @@ def variants(rule_files: Sequence[Path], sweeps: Sequence[tuple[str, list[str]]]
             known = found.get(ruleset.version)
             if known is not None and known.ruleset.params_hash != ruleset.params_hash:
                 problems.append(f"{path}: version {ruleset.version!r} also comes from "
-                                f"{known.ruleset.origin} with other parameters; rename one")
+                                f"{known.ruleset.origin} with other parameters (two parameter "
+                                "sets whose names collide); rename one or sweep other values")
             found.setdefault(ruleset.version, variant)
     if problems:
         raise ConfigError(list(dict.fromkeys(problems)))

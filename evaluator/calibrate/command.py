@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
-from gpu_health.evaluator.backtest.command import cost_options, input_options
+from gpu_health.evaluator.backtest.command import cost_options, input_options, output_place
 from gpu_health.evaluator.config.file import DEFAULT_STORAGE, Config, load_config
 from gpu_health.evaluator.config.values import Checker
 
@@ -49,6 +49,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Cal
         c.problem(f"--min-test-faults must be at least 1, got {args.min_test_faults}")
     if args.objective == "cost" and costs is None:
         c.problem("--objective cost needs --cost-failure and --cost-mitigation")
+    output_place(c, args.write_rule, "--write-rule", folder=True)
     base = args.rules or config.rules.dir / f"{config.rules.active}.yaml"
     if not base.is_file():
         c.problem(f"--rules: no rule file {base}")

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpu_health.errors import ConfigError
+from gpu_health.errors import ConfigError, OutputError
 from gpu_health.evaluator.config.rules import load_ruleset
 from gpu_health.evaluator.rules.params import KEYS
 from gpu_health.evaluator.rules.ruleset import RuleSet
+from gpu_health.files import write_file
 
 
 def calibrated_version(chosen: RuleSet) -> str:
@@ -51,10 +52,12 @@ def write_rule(directory: Path, chosen: RuleSet, header: Sequence[str]) -> Path:
             raise ConfigError(f"--write-rule: {path} exists with other parameters; not "
                               "overwritten")
         return path  # the same version was written before: nothing to do
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    written = load_ruleset(tmp.rename(path), env={})
+    try:
+        write_file(path, text, replace=False)
+    except FileExistsError:
+        raise OutputError(f"--write-rule: {path} appeared while it was written; not "
+                          "overwritten") from None
+    written = load_ruleset(path, env={})
     if written.params_hash != chosen.params_hash:  # a writer bug must not ship a wrong rule
         path.unlink()
         raise ConfigError(f"--write-rule: {path} did not read back as the chosen parameters")

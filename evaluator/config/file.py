@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_STORAGE: Final = Path("data/gpu-health.duckdb")
 DEFAULT_LISTEN: Final = "127.0.0.1:10347"
+# Shadow versions run live beside the active one, each a whole prediction pass per tick (50 took
+# a 1,600-card tick from 0.63 s to 19.8 s): a few are for comparing, not for a search.
+MAX_SHADOW: Final = 8
 DEFAULT_TARGET: Final = "127.0.0.1:10346"
 DEFAULT_RETENTION_DAYS: Final = 180
 MAX_RETENTION_DAYS: Final = 36_500
@@ -253,6 +256,9 @@ def _consumers(c: Checker, raw: Mapping[str, Any], base: Path) -> tuple[RulesCon
     rules_text = c.optional_string(rules_raw, "dir", "rules.dir")
     rules_dir = RULES.defaults["dir"] if rules_text is None else base / rules_text
     shadow = tuple(base / s for s in c.string_list(rules_raw, "shadow", "rules.shadow"))
+    if len(shadow) > MAX_SHADOW:
+        c.problem(f"rules.shadow: {len(shadow)} versions; at most {MAX_SHADOW} (each is a "
+                  "whole extra prediction pass on every tick)")
     return RulesConfig(rules_dir, active, shadow), None if tokens is None else base / tokens
 
 

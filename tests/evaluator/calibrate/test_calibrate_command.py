@@ -159,3 +159,22 @@ def test_the_cost_objective_takes_the_most_gpu_hours_saved(tmp_path: Path,
         assert m["gpu_hours_saved"] == m["first_fault"]["gpu_hours_saved"] + \
             m["repeat"]["gpu_hours_saved"]
     assert report["objective"]["kind"] == "cost"
+
+
+def test_bad_places_to_write_and_too_many_candidates_are_refused_before_any_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--write-rule`` naming a file gave a traceback after the whole search (14 s); 10,000
+    candidates were refused only because their 5-hex version names happened to collide."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    many = ["--search", "min_increase=" + ",".join(str(4 + i) for i in range(17)),
+            "--search", "ratio=" + ",".join(f"1.{i:02d}" for i in range(1, 18))]
+    code = main(["calibrate", "--db", str(tmp_path / "x.duckdb"), "--write-rule", str(blocker),
+                 "--output", str(blocker / "report.json"), *many])
+    assert code == 2
+    err = capsys.readouterr().err
+    for needle in (f"--write-rule: {blocker} is not a folder",
+                   f"--output: {blocker} is not a folder",
+                   "289 combinations; at most 256"):
+        assert needle in err
+    assert "Traceback" not in err and not (tmp_path / "x.duckdb").exists()
