@@ -30,6 +30,7 @@ from typing import Any, Final
 import yaml
 
 from gpu_health.errors import ConfigError
+from gpu_health.yamlload import load_yaml
 
 CLIENT_AUTH: Final = ("NoClientCert", "VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
 VERSIONS: Final = ("TLS10", "TLS11", "TLS12", "TLS13")
@@ -64,7 +65,7 @@ def parse_web_config(text: str, base: Path, origin: str) -> WebConfig:
     """The file's text -> WebConfig; ConfigError lists every problem (``origin`` names it)."""
     problems: list[str] = []
     try:
-        doc = yaml.safe_load(text) if text.strip() else {}
+        doc = load_yaml(text) if text.strip() else {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{origin}: not valid YAML: {exc}") from exc
     if not isinstance(doc, Mapping):

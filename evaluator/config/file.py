@@ -51,6 +51,7 @@ from gpu_health.evaluator.config.writes import (
     DedupConfig,
     parse_dedup,
 )
+from gpu_health.yamlload import load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,7 @@ def load_config(path: Path | None, environ: Mapping[str, str]) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     return parse_config(raw, base=Path(path).resolve().parent, source=Path(path),

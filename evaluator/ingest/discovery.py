@@ -29,6 +29,7 @@ from gpu_health.evaluator.config.targets import Target, TargetGroup, merge_group
 from gpu_health.evaluator.ingest.scrape import read_capped
 from gpu_health.evaluator.outbound import ClientOptions, client_session
 from gpu_health.evaluator.selfmetrics import SelfMetrics
+from gpu_health.yamlload import load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def load_groups_text(text: str, name: str, target_limit: int | None = None, *,
     ``target_limit`` targets (refused whole)."""
     is_json = name.endswith(".json") if as_json is None else as_json
     try:
-        raw = json.loads(text) if is_json else yaml.safe_load(text)
+        raw = json.loads(text) if is_json else load_yaml(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise DiscoveryError(f"{name}: not valid {'JSON' if is_json else 'YAML'}: {exc}",
                              reason="syntax") from exc

@@ -32,6 +32,7 @@ from gpu_health.evaluator.rules.params import (
     cross_problems,
     params_hash,
 )
+from gpu_health.yamlload import load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def parse_ruleset(text: str, *, env: Mapping[str, str], origin: str = "<text>") 
 def yaml_mapping(text: str, what: str) -> dict[str, Any]:
     """The YAML mapping of a rule or policy file, or ConfigError naming ``what``."""
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{what}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):

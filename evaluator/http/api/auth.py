@@ -26,6 +26,7 @@ from typing import Final, TextIO
 import yaml
 
 from gpu_health.errors import ApiError, ConfigError
+from gpu_health.yamlload import load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ def load_tokens(path: str | Path) -> TokenSet:
                     "anyone who can write it can add a token; chmod go-w it", path,
                     stat.filemode(mode))
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"tokens file {path}: not valid YAML: {exc}") from exc
     return parse_tokens(doc, f"tokens file {path}")
