@@ -38,6 +38,26 @@ from gpu_health.timestamps import parse_timestamp
 
 Kind = Literal["corrected", "uncorrected"]
 MAX_LISTED: Final = 20
+MAX_TYPES: Final = 1000  # distinct event-type values: more means a wrong type column
+SHOWN_CHARS: Final = 60  # of a bad field, in a message (a 50 MB field is not echoed)
+
+
+class _Problems(list[str]):
+    """The first :data:`MAX_LISTED` problems, and how many more there were: a file of five
+    million bad rows costs twenty messages, not five million."""
+
+    more = 0
+
+    def append(self, problem: str) -> None:
+        if len(self) < MAX_LISTED:
+            super().append(problem)
+        else:
+            self.more += 1
+
+
+def _shown(text: str | None) -> str:
+    text = text or ""
+    return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
 _TRAILING_INT: Final = re.compile(r"(\d+)$")
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -110,8 +130,8 @@ def _row(row: dict[str, str], line: int, columns: EventColumns,
     node = "/".join((row.get(c) or "").strip() for c in columns.node)
     device = (row.get(columns.gpu) or "").strip()
     if at is None:
-        problems.append(f"line {line}: time {row.get(columns.time)!r} is neither Unix seconds "
-                        "nor ISO 8601 with a zone")
+        problems.append(f"line {line}: time {_shown(row.get(columns.time))} is neither Unix "
+                        "seconds nor ISO 8601 with a zone")
     if not device or not all((row.get(c) or "").strip() for c in columns.node):
         problems.append(f"line {line}: empty card key column")
     kind: Kind | None = ("corrected" if kind_text in columns.correctable else
@@ -121,36 +141,59 @@ def _row(row: dict[str, str], line: int, columns: EventColumns,
     return Event(node, device, at, kind)
 
 
+def _read_rows(reader: csv.DictReader[str], origin: str, columns: EventColumns,
+               events: list[Event], types: Counter[str], problems: _Problems) -> int:
+    """Every row into ``events``; how many rows. A field above the csv module's limit, a NUL
+    byte or bytes that are not UTF-8 end the read with one line naming where."""
+    rows = 0
+    try:
+        for rows, row in enumerate(reader, start=1):
+            kind = (row.get(columns.type) or "").strip()
+            if kind not in types and len(types) >= MAX_TYPES:
+                raise ConfigError(f"{origin}: line {rows + 1}: more than {MAX_TYPES} distinct "
+                                  f"values in the type column {columns.type!r}: is it the "
+                                  "right column?")
+            types[kind] += 1
+            event = _row(row, rows + 1, columns, problems)  # the header is line 1
+            if event is not None:
+                events.append(event)
+    except csv.Error as exc:  # the reader has not counted the line it failed on
+        raise ConfigError(f"{origin}: line {reader.line_num + 1}: {exc}") from None
+    except UnicodeDecodeError as exc:  # decoded by the chunk: no line to name
+        raise ConfigError(f"{origin}: not UTF-8 text ({exc.reason})") from None
+    return rows
+
+
 def parse_events(lines: Iterable[str], columns: EventColumns, origin: str) -> EventFile:
     """Read every row; ConfigError lists every problem (missing columns, bad times, unmapped
     types) instead of dropping rows."""
     reader = csv.DictReader(lines)
-    header = reader.fieldnames or []
+    try:
+        header = reader.fieldnames or []
+    except csv.Error as exc:
+        raise ConfigError(f"{origin}: line 1 (the header): {exc}") from None
+    except UnicodeDecodeError as exc:  # decoded by the chunk: no line to name
+        raise ConfigError(f"{origin}: not UTF-8 text ({exc.reason})") from None
     wanted = (*columns.node, columns.gpu, columns.time, columns.type)
     missing = [c for c in dict.fromkeys(wanted) if c not in header]
     if missing:
         raise ConfigError(f"{origin}: missing column(s) {', '.join(missing)} (header: "
-                          f"{', '.join(header) or 'none'})")
-    problems: list[str] = []
+                          f"{', '.join(_shown(h) for h in header[:50]) or 'none'})")
+    problems = _Problems()
     events: list[Event] = []
     types: Counter[str] = Counter()
-    rows = 0
-    for rows, row in enumerate(reader, start=1):
-        types[(row.get(columns.type) or "").strip()] += 1
-        event = _row(row, rows + 1, columns, problems)  # the header is line 1
-        if event is not None:
-            events.append(event)
+    rows = _read_rows(reader, origin, columns, events, types, problems)
     mapped = columns.correctable | columns.uncorrectable | columns.ignore
     unmapped = sorted(t for t in types if t not in mapped)
     if unmapped:
-        problems.insert(0, f"event type(s) {', '.join(repr(t) for t in unmapped)} are neither "
-                           "correctable, uncorrectable nor ignored: map or ignore them")
+        problems.insert(0, f"event type(s) {', '.join(_shown(t) for t in unmapped[:20])} are "
+                           "neither correctable, uncorrectable nor ignored: map or ignore them")
     if not rows:
         problems.append("no event rows")
     if problems:
-        shown = problems[:MAX_LISTED]
-        if len(problems) > MAX_LISTED:
-            shown.append(f"... and {len(problems) - MAX_LISTED} more problem(s)")
+        shown = list(problems)
+        if problems.more:
+            shown.append(f"... and {problems.more} more problem(s)")
         raise ConfigError([f"{origin}: {p}" for p in shown])
     ignored = sum(n for t, n in types.items() if t in columns.ignore)
     return EventFile(tuple(events), rows, dict(types), ignored)

@@ -193,3 +193,41 @@ def test_calchas_dataset_with_the_preset(tmp_path: Path) -> None:
     # only 3 of them saw any correctable error before: the ceiling of a correctable-ECC rule
     assert preceded_by_correctable(db, faults) == 3
     db.close()
+
+
+HEADER = "Datacenter,Server,Name,Time,EccType\n"
+
+
+def _events_file(tmp_path: Path, body: bytes) -> Path:
+    path = tmp_path / "events.csv"
+    path.write_bytes(HEADER.encode() + body)
+    return path
+
+
+@pytest.mark.parametrize("body,needle", [
+    (b"DC1,s1,DSA1," + b"9" * (50 * 1024 * 1024) + b",CE\n",
+     "line 2: field larger than field limit"),
+    (b"DC1,s1,DSA1,1700000000,C\x00E\n", "event type(s) 'C\\x00E' are neither"),
+    (b"DC1,s1,DSA1,1700000000,CE\nDC1,s1,DSA\xff\xfe,1700000000,CE\n", "not UTF-8"),
+], ids=["a 50 MB field", "a NUL byte", "not UTF-8"])
+def test_a_hostile_events_file_is_one_clear_line_and_exit_2(
+        tmp_path: Path, body: bytes, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 50 MB field ended in a traceback (the csv module's field limit)."""
+    from gpu_health.evaluator.main import main
+
+    code = main(["backtest", "--db", str(tmp_path / "bt.duckdb"), "--events",
+                 str(_events_file(tmp_path, body)), "--preset", "calchas"])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and "Traceback" not in err, err[-2000:]
+    assert len(err) < 2000  # the field is never echoed
+
+
+def test_many_bad_rows_cost_twenty_messages(tmp_path: Path) -> None:
+    """5,000,000 rows with bad times peaked at 1.6 GB of problem strings; now the first twenty
+    are kept and the rest counted, and a long bad field is shown cut."""
+    rows = [f"DC1,s1,DSA1,{'x' * 500},CE\n" for _ in range(100_000)]
+    with pytest.raises(ConfigError) as info:
+        parse_events([HEADER, *rows], CALCHAS, "bad.csv")
+    problems = info.value.problems
+    assert len(problems) == 21 and problems[-1] == "bad.csv: ... and 99980 more problem(s)"
+    assert "'xxxxxxxxxx" in problems[0] and "...'" in problems[0] and len(problems[0]) < 200
