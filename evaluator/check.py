@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +37,7 @@ from urllib.parse import urlencode
 import aiohttp
 
 from gpu_health.evaluator.outbound import ClientOptions, client_session
+from gpu_health.files import NotReadable, read_regular
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 STATE_NAMES: Final = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
@@ -142,13 +141,10 @@ def read_token(path: Path | None) -> str | None:
     hang the check past its deadline (Slurm then kills it, and nobody is told why)."""
     if path is None:
         return None
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{path}: not a regular file")
-        raw = handle.read(MAX_TOKEN_FILE + 1)
-    if len(raw) > MAX_TOKEN_FILE:
-        raise ValueError(f"{path}: more than {MAX_TOKEN_FILE} bytes, not a token file")
+    try:
+        raw = read_regular(path, MAX_TOKEN_FILE)
+    except NotReadable as exc:
+        raise ValueError(f"{exc}, not a token file") from None
     token = raw.decode("utf-8", "replace").strip().splitlines()
     if not token or not token[0].strip():
         raise ValueError(f"{path}: empty")

@@ -1,4 +1,10 @@
-"""The one way the programs write a file a user asked for (a report, a calibrated rule file).
+"""How the programs read a file they re-read while running, and write a file a user asked for.
+
+Reading (:func:`read_regular`): opened without waiting and refused unless a regular file, then
+read up to a cap. A FIFO, a device such as ``/dev/zero`` or a 1 GB file swapped in place of a
+tokens file or web config used to hang the program forever, or stall it and fill its memory.
+
+Writing (:func:`write_file`): a report or a calibrated rule file.
 
 Written beside its final name under an unpredictable temporary name created exclusively (a
 symlink planted there is never followed), flushed to disk, then moved into place in one step:
@@ -12,12 +18,30 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from gpu_health.errors import OutputError
 
 MODE = 0o644  # reports and rule files are read by other users (Prometheus, an operator)
+
+
+class NotReadable(OSError):
+    """Not a regular file, or larger than the cap: a reason worth one log line."""
+
+
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """The bytes of ``path``, at most ``max_bytes``; OSError (NotReadable for a file that is
+    not regular or too large) otherwise. Never blocks on a FIFO or a device."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotReadable(f"{path}: not a regular file")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise NotReadable(f"{path}: larger than {max_bytes} bytes")
+    return data
 
 
 def write_file(path: Path, text: str, *, replace: bool) -> None:

@@ -33,6 +33,7 @@ from typing import Final
 import bcrypt
 
 from gpu_health.errors import ConfigError
+from gpu_health.files import NotReadable, read_regular
 from gpu_health.webconfig import MAX_BYTES, TlsServerConfig, WebConfig, parse_web_config
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,11 @@ class Refuse(asyncio.Protocol):
 def read_web_config(path: Path) -> WebConfig:
     """Read and parse ``path``; ConfigError on a missing, oversized or bad file."""
     try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
+        data = read_regular(path, MAX_BYTES)
+    except NotReadable as exc:
+        raise ConfigError(f"web config {exc}") from exc
     except OSError as exc:
         raise ConfigError(f"web config {path}: cannot read: {exc.strerror or exc}") from exc
-    if len(data) > MAX_BYTES:
-        raise ConfigError(f"web config {path}: larger than {MAX_BYTES} bytes")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -3,6 +3,7 @@ what Python's ssl cannot do refused with the reason, never silently ignored."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import bcrypt
@@ -70,3 +71,33 @@ def test_not_yaml_or_not_a_mapping() -> None:
     for text in ("[1, 2]", "a: [", "just text"):
         with pytest.raises(ConfigError, match=r"web\.yml"):
             parse(text)
+
+
+@pytest.mark.parametrize("swap", ["fifo", "dev-zero", "alias bomb"])
+def test_a_web_config_swapped_for_a_fifo_a_device_or_a_bomb_fails_closed_at_once(
+        tmp_path: Path, swap: str) -> None:
+    """A FIFO in its place hung both programs forever, even after the file was fixed; an
+    alias bomb in a TLS field froze the listener over 40 s at ~740 MB. Now the re-read never
+    waits: the listener refuses connections (fail closed, as the exporter-toolkit does) until
+    the file is fixed, then serves with it."""
+    from gpu_health.webguard import WebGuard
+
+    path = tmp_path / "web.yml"
+    good = "basic_auth_users: {alice: " + bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode() + "}\n"
+    path.write_text(good)
+    guard = WebGuard(path)
+    assert guard.current() is not None
+    path.unlink()
+    if swap == "fifo":
+        os.mkfifo(path)
+    elif swap == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        lines = ['a0: &a0 ["x"]'] + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]"
+                                     for i in range(1, 10)]
+        path.write_text("\n".join(lines) + "\ntls_server_config: {cert_file: *a9}\n")
+    assert guard.current() is None and not guard.admit()
+    path.unlink()
+    path.write_text(good)
+    config = guard.current()
+    assert config is not None and "alice" in config.basic_auth_users

@@ -86,11 +86,12 @@ class Service:
     token_file: TokenFile | None = None  # reloaded on SIGHUP and on change
 
     def hangup(self) -> None:
-        """SIGHUP: reload what can be reloaded (the tokens file)."""
+        """SIGHUP (on the event loop): reload what can be reloaded (the tokens file), in a
+        worker thread, so a slow or hostile file never holds the API's requests."""
         if self.token_file is None:
             log.info("SIGHUP: nothing to reload (no tokens file)")
         else:
-            self.token_file.reload()
+            asyncio.get_running_loop().run_in_executor(None, self.token_file.reload)
 
     @property
     def web_app(self) -> web.Application:

@@ -29,6 +29,7 @@ from gpu_health.evaluator.config.targets import Target, TargetGroup, merge_group
 from gpu_health.evaluator.ingest.scrape import read_capped
 from gpu_health.evaluator.outbound import ClientOptions, client_session
 from gpu_health.evaluator.selfmetrics import SelfMetrics
+from gpu_health.files import read_regular
 from gpu_health.yamlload import load_yaml
 
 log = logging.getLogger(__name__)
@@ -81,9 +82,11 @@ class _FileState:
 class FileSD:
     mechanism = "file_sd"
 
-    def __init__(self, config: FileSDConfig, target_limit: int | None = None) -> None:
+    def __init__(self, config: FileSDConfig, target_limit: int | None = None,
+                 max_bytes: int = 10 * 1024 * 1024) -> None:
         self.config = config
         self.target_limit = target_limit
+        self.max_bytes = max_bytes  # as an http_sd answer (a FIFO or /dev/zero is refused)
         self.name = "file_sd:" + ",".join(config.files)
         self._matched: list[str] | None = None  # paths the last scan found (None: no scan yet)
         self._files: dict[str, _FileState] = {}
@@ -126,8 +129,8 @@ class FileSD:
                 stamp = (st.st_mtime_ns, st.st_size)
                 if known is not None and known.stamp == stamp and not full:
                     continue
-                groups = load_groups_text(Path(path).read_text(encoding="utf-8"), path,
-                                          self.target_limit)
+                text = read_regular(Path(path), self.max_bytes).decode("utf-8")
+                groups = load_groups_text(text, path, self.target_limit)
                 self._unreadable.discard(path)
             except DiscoveryError as exc:
                 errors.append(exc)
@@ -207,7 +210,8 @@ class Discovery:
         self.config = config
         self.metrics = metrics
         self.static = list(config.static_configs)
-        self.file_sd = [FileSD(c, config.scrape.target_limit) for c in config.file_sd_configs]
+        self.file_sd = [FileSD(c, config.scrape.target_limit, config.scrape.max_response_bytes)
+                        for c in config.file_sd_configs]
         self.http_sd: list[HttpSD] = []
         self.targets: tuple[Target, ...] = ()
         self.conflicts: tuple[str, ...] = ()

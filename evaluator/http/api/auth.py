@@ -26,6 +26,7 @@ from typing import Final, TextIO
 import yaml
 
 from gpu_health.errors import ApiError, ConfigError
+from gpu_health.files import NotReadable, read_regular
 from gpu_health.yamlload import load_yaml
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ SCOPE_NODES_READ: Final = "nodes:read"
 SCOPE_ALERTS_WRITE: Final = "alerts:write"
 SCOPES: Final[tuple[str, ...]] = (SCOPE_NODES_READ, SCOPE_ALERTS_WRITE)
 ALL_TENANTS: Final = "*"
+# A tokens file holds names, hashes and scopes: thousands of tokens fit in far less.
+MAX_TOKENS_BYTES: Final = 4 * 1024 * 1024
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _ENTRY_KEYS = frozenset({"name", "sha256", "scopes", "tenants"})
@@ -153,9 +156,11 @@ def parse_tokens(doc: object, origin: str) -> TokenSet:
 def load_tokens(path: str | Path) -> TokenSet:
     """Read and validate the tokens file (YAML). Fails fast with every problem listed."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_regular(Path(path), MAX_TOKENS_BYTES).decode("utf-8")
         mode = Path(path).stat().st_mode
-    except OSError as exc:
+    except NotReadable as exc:
+        raise ConfigError(f"tokens file {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"tokens file {path}: cannot read: {exc}") from exc
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         # Anyone who can write it can grant themselves every tenant at the next start.

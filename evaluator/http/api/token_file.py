@@ -9,7 +9,9 @@ restart: it changes which routes are open at all. Counted in
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from pathlib import Path
 from typing import Final
 
@@ -38,6 +40,7 @@ class TokenFile:
         self.path = path
         self.tokens = tokens
         self._stamp = _stamp(path)
+        self._lock = threading.Lock()
         self.reloads = Counter("gpu_health_evaluator_tokens_reloads", "Reloads of the tokens "
                                "file (SIGHUP or a change), by result: ok, or error (the last "
                                "good tokens stay)", ["result"], registry=registry)
@@ -45,22 +48,26 @@ class TokenFile:
             self.reloads.labels(result)
 
     async def check(self) -> None:
-        """Reload when the file changed since the last load (a loop tick)."""
+        """Reload when the file changed since the last load (a loop tick), off the event loop:
+        reading and parsing a file must never hold the API's requests."""
         if _stamp(self.path) != self._stamp:
-            self.reload("the file changed")
+            await asyncio.to_thread(self.reload, "the file changed")
 
     def reload(self, why: str = "SIGHUP") -> bool:
-        """Load the file again; True when the new tokens are in force."""
-        self._stamp = _stamp(self.path)
-        try:
-            fresh = load_tokens(self.path)
-        except ConfigError as exc:
-            self.reloads.labels("error").inc()
-            log.error("tokens file not reloaded (%s), the last good tokens stay: %s", why, exc)
-            return False
-        self.tokens.swap(fresh)
-        self.reloads.labels("ok").inc()
-        log.warning("tokens file %s reloaded (%s): %d tokens", self.path, why,
-                    len(fresh.entries))
-        return True
+        """Load the file again (in a worker thread; one reload at a time); True when the new
+        tokens are in force. A bad file is said once per change of the file."""
+        with self._lock:
+            self._stamp = _stamp(self.path)
+            try:
+                fresh = load_tokens(self.path)
+            except ConfigError as exc:
+                self.reloads.labels("error").inc()
+                log.error("tokens file not reloaded (%s), the last good tokens stay: %s", why,
+                          exc)
+                return False
+            self.tokens.swap(fresh)
+            self.reloads.labels("ok").inc()
+            log.warning("tokens file %s reloaded (%s): %d tokens", self.path, why,
+                        len(fresh.entries))
+            return True
 

@@ -90,3 +90,29 @@ def test_sighup_reloads_a_broken_file_keeps_the_last_good_and_a_change_is_picked
     counts = {m[1]: float(m[2]) for m in re.finditer(
         r'gpu_health_evaluator_tokens_reloads_total\{result="(\w+)"\} (\S+)', metrics)}
     assert counts["ok"] >= 2 and counts["error"] >= 1
+
+
+@pytest.mark.parametrize("swap", ["fifo", "dev-zero", "1 GB"])
+def test_a_tokens_file_swapped_for_a_fifo_a_device_or_a_huge_file_never_stalls(
+        evaluator: tuple[subprocess.Popen[str], str, Path], swap: str) -> None:
+    """A FIFO in its place hung the evaluator forever (even after the file was fixed); a
+    1 GB file or /dev/zero stalled everything ~4 s and was read without a cap. Now each is
+    refused without waiting, the last good tokens stay, and fixing the file is picked up."""
+    proc, base, tokens = evaluator
+    admin, team = TOKENS["admin"][0], TOKENS["team-a"][0]
+    tokens.unlink()
+    if swap == "fifo":
+        os.mkfifo(tokens)
+    elif swap == "dev-zero":
+        tokens.symlink_to("/dev/zero")
+    else:
+        with tokens.open("wb") as handle:
+            handle.truncate(1024 ** 3)  # sparse: 1 GB to read, none of it on disk
+    proc.send_signal(signal.SIGHUP)  # and the change check: both must return
+    time.sleep(0.5)  # give a (wrong) stall the chance to happen before checking it did not
+    for _ in range(3):
+        assert status(base, admin) == 200  # served, with the last good tokens
+    tokens.unlink()
+    write_tokens_file(tokens, ["team-a"])
+    tokens.chmod(0o600)
+    eventually(lambda: status(base, team) == 200, proc, 20)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -219,3 +220,18 @@ async def test_a_file_sd_symlink_loop_is_reported_once_and_does_not_hold_readine
     [line] = [r.getMessage() for r in caplog.records]
     assert "loop.json: cannot read" in line
     assert metrics.discovery_errors.labels("file_sd", "read")._value.get() == 3
+
+
+async def test_a_file_sd_fifo_or_device_is_refused_without_waiting(tmp_path: Path) -> None:
+    """A FIFO matched by a file_sd glob would hold the discovery thread forever; /dev/zero
+    would be read without end. Both are refused and the other files' targets are served."""
+    sd = tmp_path / "sd"
+    sd.mkdir()
+    (sd / "a.json").write_text(json.dumps([{"targets": ["gpu-01:10346"]}]))
+    os.mkfifo(sd / "b.json")
+    (sd / "c.json").symlink_to("/dev/zero")
+    disc, _ = _discovery({"file_sd_configs": [{"files": ["sd/*.json"]}]}, tmp_path)
+    await asyncio.wait_for(disc.refresh(FakeClock()()), timeout=30)
+    assert [t.node_id for t in disc.targets] == ["gpu-01"]
+    errors = " ".join(disc.last_errors.values())
+    assert "b.json: not a regular file" in errors and "c.json: not a regular file" in errors
