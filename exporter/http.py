@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import math
 import socket
 import sys
 import threading
@@ -34,6 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from gpu_health.logins import Verdict
 from gpu_health.webguard import REALM, Refuse, WebGuard
 
 from .wsgi import call_wsgi, environ_for
@@ -178,9 +180,13 @@ class HttpServer:
     async def _handle(self, request: web.Request) -> web.Response:
         guard = self._guard
         if guard is not None and guard.basic_auth:  # bcrypt is slow: off the event loop
-            allowed = await self._loop.run_in_executor(
-                self._executor, guard.authorized, request.headers.get("Authorization"))
-            if not allowed:
+            verdict, wait = await self._loop.run_in_executor(
+                self._executor, guard.authorize, request.headers.get("Authorization"),
+                request.remote or "unknown")
+            if verdict is Verdict.THROTTLED:  # answered before any bcrypt runs
+                return web.Response(status=429, text="too many password checks\n",
+                                    headers={"Retry-After": str(max(1, math.ceil(wait)))})
+            if verdict is not Verdict.OK:
                 return web.Response(status=401, text="unauthorized\n",
                                     headers={"WWW-Authenticate": REALM})
         environ = environ_for(request, io.StringIO())

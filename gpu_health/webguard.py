@@ -13,9 +13,9 @@ up to date. Python cannot remove a CA from a live context, so a CA *removed* fro
 ``client_ca_file`` stays trusted until a restart (added ones work at once). Whether the listener
 speaks TLS at all is decided at start-up.
 
-Basic auth: bcrypt is deliberately slow (~50-250 ms per check), so a successful (user,
-password, hash) triple is remembered (a SHA-256 of it, never the password) until the file
-changes; a wrong password costs the full check every time.
+Basic auth: bcrypt is deliberately slow (~50-250 ms per check); :mod:`gpu_health.logins`
+remembers successes, throttles failures before the expensive check and bounds how many checks
+run at once (:meth:`WebGuard.authorize`).
 """
 
 from __future__ import annotations
@@ -23,17 +23,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import hashlib
 import logging
 import ssl
 import threading
 from pathlib import Path
 from typing import Final
 
-import bcrypt
-
 from gpu_health.errors import ConfigError
 from gpu_health.files import NotReadable, read_regular
+from gpu_health.logins import DEFAULT_LIMITS, LoginLimits, PasswordChecks, Verdict
 from gpu_health.webconfig import MAX_BYTES, TlsServerConfig, WebConfig, parse_web_config
 
 log = logging.getLogger(__name__)
@@ -96,12 +94,13 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 class WebGuard:
     """The web config of one listener, kept current (thread-safe)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limits: LoginLimits = DEFAULT_LIMITS) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._stamp = _stamp(path)
         self._config: WebConfig | None = read_web_config(path)  # ConfigError: refuse to start
-        self._good: set[str] = set()
+        self.logins = PasswordChecks(limits)
+        self.logins.prepare(self._config.basic_auth_users)
         self.tls = self._config.tls is not None
         self.context = _context(self._config.tls) if self._config.tls is not None else None
 
@@ -111,7 +110,8 @@ class WebGuard:
         with self._lock:
             if stamp == self._stamp:
                 return self._config
-            self._stamp, self._good = stamp, set()
+            self._stamp = stamp
+            self.logins.forget()
             try:
                 config: WebConfig | None = read_web_config(self.path)
             except ConfigError as exc:
@@ -138,25 +138,19 @@ class WebGuard:
                 self._config = None
             return False
 
-    def authorized(self, header: str | None) -> bool:
-        """Whether a request with this ``Authorization`` header may proceed."""
+    def authorize(self, header: str | None, client: str) -> tuple[Verdict, float]:
+        """Whether a request with this ``Authorization`` header from ``client`` (its address)
+        may proceed; for THROTTLED, the seconds to wait. Call it from a worker thread: a
+        password check runs bcrypt."""
         config = self.current()
         if config is None:
-            return False
+            return Verdict.DENIED, 0.0
         if not config.basic_auth_users:
-            return True
+            return Verdict.OK, 0.0
         user, password = _basic(header)
-        digest = config.basic_auth_users.get(user or "")
-        if user is None or password is None or digest is None:
-            return False
-        key = hashlib.sha256(f"{user}\0{password}\0{digest}".encode()).hexdigest()
-        if key in self._good:
-            return True
-        if bcrypt.checkpw(password.encode(), digest.encode()):
-            with self._lock:
-                self._good.add(key)
-            return True
-        return False
+        if user is None or password is None:  # no credentials: the challenge, nothing to check
+            return Verdict.DENIED, 0.0
+        return self.logins.check(config.basic_auth_users, user, password, client)
 
     @property
     def basic_auth(self) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterator
 from enum import StrEnum
 from typing import Final, TypeVar
@@ -37,6 +38,7 @@ from gpu_health.evaluator.http.api.auth import (
 )
 from gpu_health.evaluator.http.errors import RequestMetrics, error_middleware
 from gpu_health.evaluator.http.throttle import FailureThrottle
+from gpu_health.logins import Verdict
 from gpu_health.webguard import REALM, WebGuard
 
 log = logging.getLogger(__name__)
@@ -82,7 +84,7 @@ def access_middleware(tokens: TokenSet | None, listen_host: str,
         basic = guard is not None and guard.basic_auth
         if basic:  # --web.config.file's users: every route, as the exporter-toolkit does
             await _throttled(throttle, request, lambda: _basic_auth(
-                guard, request.headers.get("Authorization")))
+                guard, request.headers.get("Authorization"), request.remote or "unknown"))
         resource = request.match_info.route.resource
         if resource is None:  # the router's own 404/405: nothing to protect
             return await handler(request)
@@ -113,11 +115,15 @@ async def _throttled(throttle: FailureThrottle | None, request: web.Request,
     return await throttle.attempt(request.remote or "unknown", auth)
 
 
-async def _basic_auth(guard: WebGuard | None, header: str | None) -> None:
-    """ApiError(401) unless the request carries one of the web config's users (bcrypt is
-    slow: checked off the event loop)."""
+async def _basic_auth(guard: WebGuard | None, header: str | None, client: str) -> None:
+    """ApiError(401) unless the request carries one of the web config's users, 429 while its
+    client is throttled (bcrypt is slow: checked off the event loop)."""
     assert guard is not None
-    if not await asyncio.to_thread(guard.authorized, header):
+    verdict, wait = await asyncio.to_thread(guard.authorize, header, client)
+    if verdict is Verdict.THROTTLED:
+        raise ApiError(429, "too many password checks: retry later",
+                       retry_after=max(1, math.ceil(wait)))
+    if verdict is not Verdict.OK:
         raise ApiError(401, "basic authentication required (--web.config.file)",
                        challenge=REALM)
 
