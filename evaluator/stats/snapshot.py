@@ -59,7 +59,7 @@ def compute_snapshot(db: Database, now: datetime, *, ruleset: RuleSet | None = N
                              retention_days=retention_days)
     cards = capabilities(db, source=SOURCE_REAL, now=now)
     stalled = frozenset((c.node_id, c.gpu_index) for c in cards if now - c.last_sample_at > stall)
-    pending = open_predictions(db, now=now)
+    pending = open_predictions(db)
     roles = ([(ruleset, "active")] if ruleset is not None and shadows else []) + \
         [(s, "shadow") for s in shadows]
     versions = tuple(

@@ -39,7 +39,7 @@ FROM (
            row_number() OVER (PARTITION BY p.node_id ORDER BY p.predicted_at, p.id) AS rn
     FROM gpu_health_predictions p
     WHERE p.source = 'real' AND p.status IN ('pending', 'hit') AND p.shadow IS NOT TRUE
-      AND p.window_end > $now AND p.predicted_at <= $now
+      AND p.window_end > $now
       AND NOT EXISTS (
           SELECT 1 FROM gpu_health_alerts a
           WHERE a.node_id = p.node_id

@@ -84,7 +84,7 @@ def node_visible(db: Database, node_id: str, tenants: Sequence[str] | None) -> b
 @dataclass(frozen=True, slots=True)
 class PredictionFilter:
     source: str
-    until: datetime
+    until: datetime | None  # None: no upper bound (open predictions never hide behind a clock)
     limit: int
     offset: int
     since: datetime | None = None
@@ -105,8 +105,11 @@ class PredictionPage:
 
 def predictions_page(db: Database, f: PredictionFilter) -> PredictionPage:
     """Newest t0 first (id breaks ties so pages are stable); two statements: count and page."""
-    params: dict[str, Any] = {"source": f.source, "until": to_naive_utc(f.until)}
-    conditions = ["source = $source", "t0 <= $until"]
+    params: dict[str, Any] = {"source": f.source}
+    conditions = ["source = $source"]
+    if f.until is not None:
+        conditions.append("t0 <= $until")
+        params["until"] = to_naive_utc(f.until)
     if f.since is not None:
         conditions.append("t0 >= $since")
         params["since"] = to_naive_utc(f.since)

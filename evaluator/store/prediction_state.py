@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.clock import from_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.store.db import Database
 
@@ -29,16 +29,17 @@ class OpenPrediction:
     window_end: datetime
 
 
-def open_predictions(db: Database, *, now: datetime,
+def open_predictions(db: Database, *,
                      source: str = SOURCE_REAL) -> tuple[OpenPrediction, ...]:
-    """Pending predictions of ``source`` with t0 at or before ``now``, by node and GPU (the
-    active versions': a shadow version's are for its statistics only)."""
+    """Pending predictions of ``source``, by node and GPU (the active versions': a shadow
+    version's are for its statistics only). Pending is open whatever the clock says: a t0
+    "after now" is a clock that stepped back, not a prediction to hide."""
     rows = db.fetchall(
         "SELECT node_id, gpu_index, gpu_uuid, rule_version, window_days, signal, layer, t0, "
         "window_end FROM gpu_health_predictions "
-        "WHERE source = $source AND status = 'pending' AND t0 <= $now AND shadow IS NOT TRUE "
+        "WHERE source = $source AND status = 'pending' AND shadow IS NOT TRUE "
         "ORDER BY node_id, gpu_index, rule_version, t0",
-        {"source": source, "now": to_naive_utc(now)},
+        {"source": source},
     )
     return tuple(
         OpenPrediction(str(node), int(gpu), None if uuid is None else str(uuid), str(version),

@@ -43,7 +43,7 @@ def card(node: str, at: datetime, *, pending: int = 0, failure: int = 0) -> Samp
 def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     database = DuckDBDatabase(tmp_path_factory.mktemp("check") / "api.duckdb")
     for node in ("ok-1", "stalled-1", "predicted-1", "reset-1", "unknown-1", "empty-1", "sim-1",
-                 "half-1"):
+                 "half-1", "ahead-1"):
         add_node(database, node, "a")
     # The last scrape listed cards: unknown-1's two have every counter unknown (no sample is
     # written for such a card), half-1 has one sampled card of two.
@@ -60,6 +60,9 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
         sample("sim-1", 0, recent, source="simulated", ecc_corrected_total=1),
     ])
     add_prediction(database, "p1", "predicted-1", 0, NOW - timedelta(hours=1))
+    # The evaluator's clock stepped back an hour: this prediction's t0 is "ahead" of it.
+    add_samples(database, [card("ahead-1", NOW - timedelta(minutes=2))])
+    add_prediction(database, "p2", "ahead-1", 0, NOW + timedelta(minutes=40))
     yield database
     database.close()
 
@@ -84,6 +87,8 @@ async def run_check(url: str, *args: str) -> tuple[int, str]:
     ("empty-1", UNKNOWN, "0 cards, 0 open predictions, 0 problems; no card has real readings"),
     ("sim-1", UNKNOWN, "no card has real readings"),  # simulated data is not monitoring
     ("half-1", WARNING, "1 more cards listed with every counter unknown"),
+    # a clock stepped back an hour turned CRITICAL into OK on every node for that hour
+    ("ahead-1", CRITICAL, "GPU 0: fault predicted by v1-ecc-growth"),
 ])
 async def test_each_state_against_a_real_evaluator(db: Database, node: str, code: int,
                                                    needle: str) -> None:

@@ -33,7 +33,9 @@ def _render(row: dict[str, object]) -> dict[str, object]:
 
 
 async def predictions(ctx: ApiContext, principal: Principal, query: Query) -> dict[str, Any]:
-    since, until = query.open_time_range(ctx.clock())
+    # No default upper bound: a prediction is listed whatever the evaluator's clock says now (a
+    # clock stepped back an hour hid every prediction of that hour, and check said OK).
+    since, until = query.bounds()
     tenants = principal.tenant_list
     filt = q.PredictionFilter(
         source=query.source(), since=since, until=until,
@@ -57,7 +59,7 @@ async def predictions(ctx: ApiContext, principal: Principal, query: Query) -> di
         "items": [_render(row) for row in page.rows],
         "total": page.total, "limit": filt.limit, "offset": filt.offset,
         "current_rule_version": ctx.current_rule_version, "source": filt.source,
-        "since": rfc3339_or_none(since), "until": rfc3339(until),
+        "since": rfc3339_or_none(since), "until": rfc3339_or_none(until),
     }
 
 

@@ -111,7 +111,7 @@ SCHEMAS: Final[dict[str, Schema]] = {
         "total": INT, "limit": INT, "offset": INT,
         "current_rule_version": {**STR, "description": "Compare with each item's frozen "
                                                        "rule_version."},
-        "source": SOURCE, "since": TS_NULL, "until": TS,
+        "source": SOURCE, "since": TS_NULL, "until": TS_NULL,
     }),
     "MissedCard": obj({"node_id": STR, "gpu_index": INT, "gpu_uuid": STR_NULL,
                         "first_fault_at": TS}),

@@ -133,6 +133,13 @@ class Query:
         raw = self.text("status")
         return None if raw is None else parse_choice("status", raw, STATUSES)
 
+    def bounds(self) -> tuple[datetime | None, datetime | None]:
+        """(since, until) as given, either absent; since after until is refused."""
+        since, until = self.time("since"), self.time("until")
+        if since is not None and until is not None and since > until:
+            raise _bad("since", f"is after until ({since.isoformat()} > {until.isoformat()})")
+        return since, until
+
     def open_time_range(self, now: datetime) -> tuple[datetime | None, datetime]:
         """(since, until) where since has no default (no lower bound) and until defaults to
         ``now``; since after until is refused."""

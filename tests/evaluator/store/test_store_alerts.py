@@ -147,3 +147,14 @@ def test_state_survives_a_restart(tmp_path: Path) -> None:
         assert [a.prediction_id for a in open_alerts(second, NOW + HOUR)] == ["p1"]
     finally:
         second.close()
+
+
+def test_a_clock_stepped_back_still_opens_the_alert(db: Database) -> None:
+    """The evaluator's clock stepping back an hour hid every prediction made in that hour
+    (``predicted_at`` "in the future") from the alert, /metrics and check until the clock
+    caught up; pending is open whatever the clock says."""
+    from gpu_health.evaluator.store.prediction_state import open_predictions
+
+    add_prediction(db, "p-ahead", "n1", 0, NOW + HOUR / 2)  # made before the step back
+    assert [(node, pid) for _, node, pid in open_new_alerts(db, NOW)] == [("n1", "p-ahead")]
+    assert [p.node_id for p in open_predictions(db)] == ["n1"]
