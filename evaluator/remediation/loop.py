@@ -95,8 +95,9 @@ class RemediationLoop:
         if not waiting and not resolved:
             return []
         cluster = await self.slurm.cluster()
+        # Every open alert goes in: one whose drain is final still holds its node drained.
         steps = [await self._run(s) for s in decide(
-            waiting, resolved, actions, cluster, self.config, last)]
+            opened, resolved, actions, cluster, self.config, last)]
         written = await self.db.run(record, self.db, now, self.actor,
                                     [_entry(s) for s in steps], last)
         ran = {(s.alert_id, s.action) for s in steps if s.result in ("done", "failed")}

@@ -13,7 +13,11 @@ safety rules (docs/slurm.md):
 - a dry run decides the same and does nothing (``dry_run``, final for that alert);
 - resume only a node whose alert an operator resolved (closed by ``system``, node removed, it
   stays drained: ``kept``) and whose reason is still ours (``refused_foreign``); a node no
-  longer drained is left alone (``not_drained``).
+  longer drained is left alone (``not_drained``);
+- drains and resumes are decided together: a node that another open alert keeps drained (its
+  drain done or ours already, or decided in this tick) is not resumed (``kept``), so an
+  operator resolving one alert while a new one opens on the node leaves it drained for the
+  new one; the new alert's own resolve resumes it.
 
 A step is *final* when its result is; a final step is never decided again for that alert.
 """
@@ -33,6 +37,8 @@ DRAIN, RESUME = "drain", "resume"
 FINAL: Final = frozenset(("done", "already_ours", "dry_run", "refused_foreign", "kept",
                           "not_drained"))
 RESULTS: Final = (*sorted(FINAL), "refused_cap", "skipped_action", "unknown_node", "failed")
+# Drain results after which the node is drained for that alert (while it is open).
+HOLDING: Final = frozenset(("done", "already_ours"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,16 +76,22 @@ def decide(open_alerts: Sequence[AlertRow], resolved: Sequence[AlertRow],
     """Steps for every alert whose drain (open) or resume (resolved) is not final yet."""
     steps: list[Step] = []
     ours = set(cluster.ours())
+    held: set[str | None] = set()  # Slurm names an open alert keeps drained
     for alert in open_alerts:
-        if done.get((alert.alert_id, DRAIN)) in FINAL:
+        last = done.get((alert.alert_id, DRAIN))
+        if last in HOLDING:
+            held.add(config.naming.slurm_name(alert.node_id, alert.slurm_label))
+        if last in FINAL or not actions:  # no card actions computed yet: drains wait
             continue
         step = _drain(alert, actions, cluster, config, ours)
         if step.runs or step.result in ("dry_run",):
             ours.add(str(step.slurm_node))  # counts against the cap for the next alert
+        if step.runs or step.result in HOLDING:
+            held.add(step.slurm_node)
         steps.append(step)
     for alert in resolved:
         if done.get((alert.alert_id, RESUME)) not in FINAL:
-            steps.append(_resume(alert, cluster, config))
+            steps.append(_resume(alert, cluster, config, held))
     return steps
 
 
@@ -138,13 +150,17 @@ def _cap(node: SlurmNode, cluster: Cluster, config: SlurmRemediation,
     return None
 
 
-def _resume(alert: AlertRow, cluster: Cluster, config: SlurmRemediation) -> Step:
+def _resume(alert: AlertRow, cluster: Cluster, config: SlurmRemediation,
+            held: set[str | None]) -> Step:
     name = config.naming.slurm_name(alert.node_id, alert.slurm_label)
     node = cluster.nodes.get(name) if name is not None else None
 
     def step(result: str, why: str) -> Step:
         return Step(alert.alert_id, alert.node_id, RESUME, result, name, why)
 
+    if name is not None and name in held:
+        return step("kept", "another open alert on the node needs it drained: it stays "
+                            "drained until that alert is resolved too")
     if alert.closed_by == "system":
         return step("kept", "the alert closed because the node left the scrape targets, not "
                             "by an operator: the node stays drained")

@@ -166,3 +166,19 @@ def test_the_evaluator_runs_the_loop_only_when_enabled(tmp_path: Path) -> None:
                 assert loop.interval == 45.0
         finally:
             service.db.close()
+
+
+def test_a_node_an_open_alert_holds_is_not_resumed() -> None:
+    """The resolved alert's resume and the new alert's drain are decided together."""
+    resolved = alert("gh-n5", closed_by="oncall")
+    new = AlertRow("a-gh-n5-new", "gh-n5", (0,), "v2-ecc-xid")
+    steps = decide([new], [resolved], {("gh-n5", 0): "reset_gpu"}, CLUSTER, LIVE, {})
+    assert [(s.alert_id, s.action, s.result) for s in steps] == [
+        ("a-gh-n5-new", "drain", "already_ours"), ("a-gh-n5", "resume", "kept")]
+    # an open alert whose drain was done in an earlier tick holds the node as well
+    held = decide([new], [resolved], {}, CLUSTER, LIVE, {("a-gh-n5-new", "drain"): "done"})
+    assert [(s.action, s.result) for s in held] == [("resume", "kept")]
+    # an open alert that needs no drain (its action is outside the set) holds nothing
+    free = decide([new], [resolved], {("gh-n5", 0): "restart_workload"}, CLUSTER, LIVE, {})
+    assert [(s.action, s.result) for s in free] == [("drain", "skipped_action"),
+                                                     ("resume", "go")]

@@ -177,3 +177,26 @@ async def test_the_slurm_node_label_of_the_target_names_the_node(
     assert slurm.states()["gh-n3"][0] == "drained"
     assert results(db) == [("drain", "done", "rack1-gpu7"), ("drain", "unknown_node", "rack1-gpu8")]
     assert "has no slurm_node label" in audit(db)[0][2].reason
+
+
+async def test_a_resolve_and_a_new_alert_in_one_tick_leave_the_node_drained(
+        db: Database, slurm: SlurmCluster) -> None:
+    """An operator resolved the alert and a new prediction opened one on the same node before
+    the next tick: the new drain was recorded ``already_ours`` (final) and the same tick
+    resumed the node, which then stayed idle with an open alert. Drains and resumes are now
+    decided together: the node stays drained for the new alert, and its resolve resumes it."""
+    predict(db, "gh-n1")
+    loop = make_loop(db, slurm)
+    await loop.tick()
+    assert slurm.states()["gh-n1"][0] == "drained"
+    resolve_alert(db, "gh-n1", actor="oncall", reason="reset done", now=NOW)
+    add_prediction(db, "p-gh-n1-again", "gh-n1", 0, NOW + timedelta(minutes=1))
+    open_new_alerts(db, NOW + timedelta(minutes=2))
+    await loop.tick()
+    assert slurm.states()["gh-n1"][0] == "drained"  # held for the new alert
+    assert results(db)[-2:] == [("drain", "already_ours", "gh-n1"),
+                                ("resume", "kept", "gh-n1")]
+    resolve_alert(db, "gh-n1", actor="oncall", reason="replaced", now=NOW + timedelta(hours=1))
+    await loop.tick()
+    assert slurm.states()["gh-n1"][0].rstrip("*") == "idle"
+    assert results(db)[-1] == ("resume", "done", "gh-n1")
