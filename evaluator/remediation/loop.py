@@ -27,12 +27,27 @@ from prometheus_client import CollectorRegistry, Counter
 from gpu_health.clock import Clock
 from gpu_health.errors import CollectError
 from gpu_health.evaluator.config.remediation import SlurmRemediation
-from gpu_health.evaluator.remediation.policy import DRAIN, FINAL, RESUME, AlertRow, Step, decide
+from gpu_health.evaluator.remediation.policy import (
+    DRAIN,
+    FINAL,
+    RESUME,
+    AlertRow,
+    LastStep,
+    Step,
+    decide,
+)
 from gpu_health.evaluator.remediation.slurm import Slurm
 from gpu_health.evaluator.rules.actions import CardActions
 from gpu_health.evaluator.store.alerts import open_alerts
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.remediation import Entry, last_results, record, resume_candidates
+from gpu_health.evaluator.store.remediation import (
+    Entry,
+    confirm_leadership,
+    last_by_slurm_node,
+    last_results,
+    record,
+    resume_candidates,
+)
 
 log = logging.getLogger(__name__)
 METRIC: Final = "gpu_health_evaluator_remediation"
@@ -91,16 +106,19 @@ class RemediationLoop:
         actions = {key: rec.action for key, rec in self.actions().items()}
         # No recommended action computed yet (the /metrics snapshot's first run): drains wait
         # for the next tick rather than being audited as skipped; resumes need none.
-        waiting = [a for a in opened if actions and last.get((a.alert_id, DRAIN)) not in FINAL]
-        if not waiting and not resolved:
-            return []
+        # sinfo every tick, even with nothing to decide: a node drained by a late call of an
+        # earlier leader is repaired only if it is seen.
         cluster = await self.slurm.cluster()
+        ours = cluster.ours()
+        by_node = {name: LastStep(*row) for name, row in (await self.db.run(
+            last_by_slurm_node, self.db, ours)).items()} if ours else {}
         # Every open alert goes in: one whose drain is final still holds its node drained.
         steps = [await self._run(s) for s in decide(
-            opened, resolved, actions, cluster, self.config, last)]
+            opened, resolved, actions, cluster, self.config, last, by_node)]
         written = await self.db.run(record, self.db, now, self.actor,
                                     [_entry(s) for s in steps], last)
-        ran = {(s.alert_id, s.action) for s in steps if s.result in ("done", "failed")}
+        ran = {(s.alert_id, s.action) for s in steps
+               if s.result in ("done", "failed", "repaired")}
         for entry in written:
             if (entry.alert_id, entry.step) not in ran:
                 self.counter.labels(entry.step, entry.result).inc()
@@ -112,6 +130,7 @@ class RemediationLoop:
     async def _run(self, step: Step) -> Step:
         if not step.runs:
             return step
+        await self.db.run(confirm_leadership, self.db)  # fenced: a deposed leader stops here
         try:
             if step.action == DRAIN:
                 await self.slurm.drain(str(step.slurm_node), str(step.reason))
@@ -121,6 +140,6 @@ class RemediationLoop:
         except CollectError as exc:
             step = replace(step, result="failed", why=f"{step.why}: {exc}"[:500])
         else:
-            step = replace(step, result="done")
+            step = replace(step, result="repaired" if step.repair else "done")
         self.counter.labels(step.action, step.result).inc()
         return step

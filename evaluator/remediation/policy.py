@@ -17,7 +17,10 @@ safety rules (docs/slurm.md):
 - drains and resumes are decided together: a node that another open alert keeps drained (its
   drain done or ours already, or decided in this tick) is not resumed (``kept``), so an
   operator resolving one alert while a new one opens on the node leaves it drained for the
-  new one; the new alert's own resolve resumes it.
+  new one; the new alert's own resolve resumes it;
+- repair: a node drained with our reason that no open alert holds, whose last audited step is
+  our resume, was drained again by a call that completed after it (an earlier leader's, its
+  lease lost while ``scontrol`` ran): it is resumed again (``repaired``).
 
 A step is *final* when its result is; a final step is never decided again for that alert.
 """
@@ -36,7 +39,8 @@ DRAIN, RESUME = "drain", "resume"
 # Results after which the alert's step is never decided again.
 FINAL: Final = frozenset(("done", "already_ours", "dry_run", "refused_foreign", "kept",
                           "not_drained"))
-RESULTS: Final = (*sorted(FINAL), "refused_cap", "skipped_action", "unknown_node", "failed")
+RESULTS: Final = (*sorted(FINAL), "refused_cap", "skipped_action", "unknown_node", "failed",
+                  "repaired")
 # Drain results after which the node is drained for that alert (while it is open).
 HOLDING: Final = frozenset(("done", "already_ours"))
 
@@ -64,6 +68,7 @@ class Step:
     gpu: int | None = None
     card_action: str | None = None
     reason: str | None = None  # the Slurm reason to set (drain only)
+    repair: bool = False  # undoes a late call: audited "repaired" once it ran
 
     @property
     def runs(self) -> bool:
@@ -72,8 +77,10 @@ class Step:
 
 def decide(open_alerts: Sequence[AlertRow], resolved: Sequence[AlertRow],
            actions: Mapping[tuple[str, int], str], cluster: Cluster, config: SlurmRemediation,
-           done: Mapping[tuple[str, str], str]) -> list[Step]:
-    """Steps for every alert whose drain (open) or resume (resolved) is not final yet."""
+           done: Mapping[tuple[str, str], str],
+           last_by_node: Mapping[str, LastStep] | None = None) -> list[Step]:
+    """Steps for every alert whose drain (open) or resume (resolved) is not final yet, then
+    the repairs of late calls (``last_by_node``: the newest audited step per Slurm node)."""
     steps: list[Step] = []
     ours = set(cluster.ours())
     held: set[str | None] = set()  # Slurm names an open alert keeps drained
@@ -92,6 +99,35 @@ def decide(open_alerts: Sequence[AlertRow], resolved: Sequence[AlertRow],
     for alert in resolved:
         if done.get((alert.alert_id, RESUME)) not in FINAL:
             steps.append(_resume(alert, cluster, config, held))
+    resuming = {s.slurm_node for s in steps if s.action == RESUME}
+    return steps + _repairs(cluster, held | resuming, last_by_node or {}, config)
+
+
+@dataclass(frozen=True, slots=True)
+class LastStep:
+    """The newest audited step of a Slurm node."""
+
+    alert_id: str
+    node_id: str
+    step: str
+    result: str
+
+
+def _repairs(cluster: Cluster, held: set[str | None], last_by_node: Mapping[str, LastStep],
+             config: SlurmRemediation) -> list[Step]:
+    """Resume a node that carries our drain reason although our last word on it was a resume
+    and no open alert holds it: a drain that completed after that resume."""
+    steps: list[Step] = []
+    if config.dry_run:  # a dry run changes nothing, repairs included
+        return steps
+    for name in sorted(cluster.ours()):
+        last = last_by_node.get(name)
+        if name in held or last is None or last.step != RESUME or \
+                last.result not in ("done", "not_drained", "repaired"):
+            continue
+        why = (f"repair: drained again with our reason ({cluster.nodes[name].reason}) after "
+               "its resume, by a call that completed late (an earlier leader's): resume")
+        steps.append(Step(last.alert_id, last.node_id, RESUME, "go", name, why, repair=True))
     return steps
 
 

@@ -47,6 +47,26 @@ def last_results(db: Database, alert_ids: Sequence[str]) -> dict[tuple[str, str]
     return {(str(a), str(s)): str(r) for a, s, r in rows}
 
 
+def last_by_slurm_node(db: Database, names: Collection[str]) -> dict[str, tuple[str, ...]]:
+    """The newest audited (alert id, node id, step, result) per Slurm node of ``names``."""
+    if not names:
+        return {}
+    rows = db.fetchall(
+        "SELECT DISTINCT ON (slurm_node) slurm_node, alert_id, node_id, step, result "
+        "FROM gpu_health_remediations WHERE list_contains($names, slurm_node) "
+        "AND result NOT IN ('dry_run', 'failed') "
+        "ORDER BY slurm_node, happened_at DESC, seq DESC", {"names": sorted(names)})
+    return {str(n): (str(a), str(node), str(s), str(r)) for n, a, node, s, r in rows}
+
+
+def confirm_leadership(db: Database) -> None:
+    """One statement before a command changes Slurm: under the leader's fence (PostgreSQL) its
+    transaction first checks the lease token, so an evaluator that lost the lease since it
+    decided does not run the command (a call already running when it loses it can still
+    complete: the next leader's tick repairs what it left)."""
+    db.execute("SELECT 1")
+
+
 def resume_candidates(db: Database, final: Collection[str]) -> list[tuple[str, str, str]]:
     """(alert id, node, closed_by) of closed alerts whose node we drained (``done`` or
     ``already_ours``) and whose resume has no ``final`` result yet (the policy's vocabulary)."""

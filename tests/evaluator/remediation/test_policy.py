@@ -182,3 +182,18 @@ def test_a_node_an_open_alert_holds_is_not_resumed() -> None:
     free = decide([new], [resolved], {("gh-n5", 0): "restart_workload"}, CLUSTER, LIVE, {})
     assert [(s.action, s.result) for s in free] == [("drain", "skipped_action"),
                                                      ("resume", "go")]
+
+
+def test_a_node_drained_again_after_our_resume_is_repaired_unless_held() -> None:
+    from gpu_health.evaluator.remediation.policy import LastStep
+
+    resumed = {"gh-n5": LastStep("a-old", "gh-n5", "resume", "done")}
+    [step] = decide([], [], {}, CLUSTER, LIVE, {}, resumed)
+    assert (step.alert_id, step.action, step.result, step.repair) == (
+        "a-old", "resume", "go", True)
+    new = AlertRow("a-new", "gh-n5", (0,), "v2-ecc-xid")
+    held = decide([new], [], {("gh-n5", 0): "reset_gpu"}, CLUSTER, LIVE, {}, resumed)
+    assert [(s.action, s.result) for s in held] == [("drain", "already_ours")]  # not undone
+    drained = {"gh-n5": LastStep("a-old", "gh-n5", "drain", "done")}
+    assert decide([], [], {}, CLUSTER, LIVE, {}, drained) == []  # our drain, not a late one
+    assert decide([], [], {}, CLUSTER, replace(LIVE, dry_run=True), {}, resumed) == []

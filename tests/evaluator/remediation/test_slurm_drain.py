@@ -200,3 +200,26 @@ async def test_a_resolve_and_a_new_alert_in_one_tick_leave_the_node_drained(
     await loop.tick()
     assert slurm.states()["gh-n1"][0].rstrip("*") == "idle"
     assert results(db)[-1] == ("resume", "done", "gh-n1")
+
+
+async def test_a_drain_that_completes_after_its_resume_is_repaired_and_audited(
+        db: Database, slurm: SlurmCluster) -> None:
+    """HA: a leader's ``scontrol`` drain was still running when it lost its lease; the new
+    leader drained, the operator resolved, the new leader resumed, then the stale call
+    completed: the node stayed drained with our reason, no open alert, and an audit ending
+    "resume done". The next tick now sees it and resumes it again (``repaired``)."""
+    from gpu_health.evaluator.remediation.slurm import drain_reason
+
+    predict(db, "gh-n1")
+    loop = make_loop(db, slurm)
+    await loop.tick()
+    resolve_alert(db, "gh-n1", actor="oncall", reason="reset done", now=NOW)
+    await loop.tick()
+    assert slurm.states()["gh-n1"][0].rstrip("*") == "idle"
+    slurm.drain("gh-n1", drain_reason("v2-ecc-xid", 0, "reset_gpu"))  # the late call lands
+    await loop.tick()
+    assert slurm.states()["gh-n1"][0].rstrip("*") == "idle"
+    assert results(db)[-1] == ("resume", "repaired", "gh-n1")
+    rows = len(results(db))
+    await loop.tick()
+    assert len(results(db)) == rows  # nothing more to say
