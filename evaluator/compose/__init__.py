@@ -27,7 +27,7 @@ import secrets
 import socket
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,7 +35,7 @@ from aiohttp import web
 from prometheus_client import PlatformCollector, ProcessCollector
 
 from gpu_health.clock import Clock, system_clock
-from gpu_health.errors import ConfigError
+from gpu_health.errors import ConfigError, RuleError
 from gpu_health.evaluator.alerts.loop import AlertLoop
 from gpu_health.evaluator.app import EvaluatorApp
 from gpu_health.evaluator.backtest.bootstrap import HistoryBootstrap
@@ -61,6 +61,7 @@ from gpu_health.evaluator.store.backtest import refuse_backtest_file
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
+from gpu_health.evaluator.store.rule_versions import register_ruleset
 from gpu_health.evaluator.worker import Worker, WorkerMetrics
 from gpu_health.webguard import WebGuard
 
@@ -129,6 +130,23 @@ def load_shadow_rulesets(config: Config, active: RuleSet) -> tuple[RuleSet, ...]
     return tuple(found)
 
 
+def registrable_shadows(db: Database, shadows: tuple[RuleSet, ...],
+                        now: datetime) -> tuple[RuleSet, ...]:
+    """The shadow versions the store accepts. A shadow file edited after its version made
+    predictions (other parameters, same name) is not run, said once, instead of stopping the
+    whole evaluator: a shadow is a comparison, and the active version must keep running. The
+    active version's own conflict still refuses the start (its history would change)."""
+    kept = []
+    for shadow in shadows:
+        try:
+            register_ruleset(db, shadow, now)
+        except RuleError as exc:
+            log.error("shadow version %s (%s) not run: %s", shadow.version, shadow.origin, exc)
+            continue
+        kept.append(shadow)
+    return tuple(kept)
+
+
 def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = system_clock,
                   start_loops: bool = True, worker_interval: float | None = None,
                   guard: WebGuard | None = None) -> Service:
@@ -154,6 +172,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     try:
         if not db.shared:
             refuse_backtest_file(db, config.storage_path)
+        shadows = registrable_shadows(db, shadows, clock())
         worker = Worker(db, ruleset, clock, metrics=WorkerMetrics(app.registry),
                         shadows=shadows)
         worker.register()  # RuleError: refuse to start, before anything listens

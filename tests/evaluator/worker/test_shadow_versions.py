@@ -122,3 +122,31 @@ def test_bad_shadow_lists_are_refused_with_every_problem(tmp_path: Path) -> None
                    "missing.yaml: cannot read"):
         assert needle in text
     assert not (tmp_path / "live.duckdb").exists()  # refused before the store is opened
+
+
+def test_an_edited_shadow_file_is_not_run_and_the_evaluator_still_starts(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A shadow file edited after its version made predictions (other parameters, same name)
+    stopped the whole evaluator from starting; now that shadow is left out and said once, and
+    the active version runs. An edited *active* file still refuses the start."""
+    import logging
+
+    from tests.evaluator.api_support import add_prediction
+
+    eager = tmp_path / "v1-eager.yaml"
+    eager.write_text(V1_FILE.read_text().replace("version: v1-ecc-growth", "version: v1-eager"))
+    config = tmp_path / "evaluator.yml"
+    config.write_text(f"storage:\n  path: {tmp_path / 'live.duckdb'}\n"
+                      "rules:\n  active: v1-ecc-growth\n  shadow: [v1-eager.yaml]\n")
+    first = build_service(load_config(config, {}), {}, start_loops=False)
+    assert [s.version for s in first.worker.shadows] == ["v1-eager"]
+    add_prediction(first.db, "p-eager", "n1", 0, at(0), rule_version="v1-eager", shadow=True)
+    first.db.close()  # the version has made a prediction: its parameters are frozen
+    eager.write_text(eager.read_text().replace("min_increase: 32 ", "min_increase: 9  "))
+    with caplog.at_level(logging.ERROR):
+        second = build_service(load_config(config, {}), {}, start_loops=False)
+    try:
+        assert second.worker.shadows == () and second.worker.ruleset.version == "v1-ecc-growth"
+        assert "shadow version v1-eager" in caplog.text and "not run" in caplog.text
+    finally:
+        second.db.close()

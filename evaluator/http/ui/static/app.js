@@ -18,7 +18,12 @@ const state = { source: "real", generation: 0, status: "", offset: 0, card: null
 function hashCard() {
   // The node is everything before the last "/": node ids may contain one (backtest imports).
   const match = /^#card=(.+)\/(\d+)$/.exec(window.location.hash);
-  return match ? { node_id: decodeURIComponent(match[1]), gpu_index: Number(match[2]) } : null;
+  if (!match) return null;
+  try {
+    return { node_id: decodeURIComponent(match[1]), gpu_index: Number(match[2]) };
+  } catch {
+    return null; // a malformed link (URIError) opens the page as if it named no card
+  }
 }
 
 // ?source=simulated opens the page on the simulated data (the demo's banner links it); any

@@ -249,6 +249,14 @@ def test_a_link_opens_the_page_on_the_simulated_source(page: Any, base: str) -> 
     assert not page.find_element(By.ID, "simulated-banner").is_displayed()
 
 
+def test_a_malformed_card_link_opens_the_page_as_if_it_named_none(page: Any,
+                                                                    base: str) -> None:
+    """``#card=%E0%A4%A/0`` threw a URIError and left the ECC block on "loading..."."""
+    _open(page, base + "/#card=%E0%A4%A/0")
+    assert "loading" not in _text(page, "#ecc")
+    assert page.execute_script("return document.querySelectorAll('.loading').length") == 0
+
+
 def test_markup_in_a_node_name_is_text(page: Any, base: str) -> None:
     _open(page, base + "/")
     assert EVIL in _texts(page, "tr.card-row .node")
