@@ -80,6 +80,24 @@ def test_a_schema_newer_than_the_code_is_refused_before_anything_is_written(url:
     assert body is not None and "42" in body[0]  # the newer release's definition stands
 
 
+def test_an_older_evaluator_recreates_nothing_a_newer_release_dropped(url: str) -> None:
+    """An older evaluator pointed at an upgraded PostgreSQL re-created 12 aggregate objects the
+    newer release had dropped, then refused. The schema check now comes first."""
+    db = PostgresDatabase(url)
+    db.execute("INSERT INTO schema_migrations VALUES (998, 'from the future', now())")
+    db.execute("DROP AGGREGATE IF EXISTS any_value(anyelement)")
+    db.close()
+    with pytest.raises(StoreError) as err:
+        PostgresDatabase(url)
+    assert err.value.reason == "schema"
+    with psycopg.connect(url) as con:
+        found = con.execute("SELECT count(*) FROM pg_proc p JOIN pg_namespace n "
+                            "ON n.oid = p.pronamespace WHERE proname = 'any_value' "
+                            "AND nspname NOT IN ('pg_catalog', 'information_schema')"
+                            ).fetchone()
+    assert found == (0,)  # still dropped
+
+
 def test_reads_go_through_indexes_identifiers_sort_as_bytes_no_counter_default(url: str) -> None:
     db = PostgresDatabase(url)
     indexes = {r[0] for r in db.fetchall("SELECT indexname FROM pg_indexes "
