@@ -40,3 +40,28 @@ def require_shared(sub: str = "fixtures") -> Path:
             "folder; CI always has it)"
         )
     return path
+
+
+def alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """YAML whose aliases expand to ``width ** levels`` strings from a few hundred bytes; the
+    last anchor is ``*a{levels}``."""
+    lines = ['a0: &a0 ["lol"]']
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+def swap_for_hostile(path: Path, kind: str) -> None:
+    """Put something hostile where a file the programs re-read was: a FIFO (an open would
+    wait forever), a link to /dev/zero (endless), a sparse 1 GB file, or an alias bomb."""
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "1 GB":
+        with path.open("wb") as handle:
+            handle.truncate(1024 ** 3)  # none of it on disk
+    else:
+        assert kind == "alias bomb", kind
+        path.write_text(alias_bomb() + "tls_server_config: {cert_file: *a9}\n")

@@ -3,7 +3,6 @@ what Python's ssl cannot do refused with the reason, never silently ignored."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import bcrypt
@@ -11,6 +10,7 @@ import pytest
 
 from gpu_health.errors import ConfigError
 from gpu_health.webconfig import WebConfig, parse_web_config
+from tests.shared import swap_for_hostile
 
 HASH = bcrypt.hashpw(b"secret", bcrypt.gensalt(rounds=4)).decode()
 
@@ -87,15 +87,7 @@ def test_a_web_config_swapped_for_a_fifo_a_device_or_a_bomb_fails_closed_at_once
     path.write_text(good)
     guard = WebGuard(path)
     assert guard.current() is not None
-    path.unlink()
-    if swap == "fifo":
-        os.mkfifo(path)
-    elif swap == "dev-zero":
-        path.symlink_to("/dev/zero")
-    else:
-        lines = ['a0: &a0 ["x"]'] + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]"
-                                     for i in range(1, 10)]
-        path.write_text("\n".join(lines) + "\ntls_server_config: {cert_file: *a9}\n")
+    swap_for_hostile(path, swap)
     assert guard.current() is None and not guard.admit()
     path.unlink()
     path.write_text(good)

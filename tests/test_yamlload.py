@@ -17,15 +17,7 @@ from gpu_health.evaluator.config.file import load_config
 from gpu_health.evaluator.config.rules import load_ruleset
 from gpu_health.webconfig import parse_web_config
 from gpu_health.yamlload import MAX_EXPANDED_NODES, expanded_size, load_yaml
-
-
-def laughs(levels: int = 9, width: int = 9, key: str = "lol") -> str:
-    """The classic alias bomb: ``width ** levels`` strings from a few hundred bytes."""
-    lines = [f'a0: &a0 ["{key}"]']
-    for i in range(1, levels + 1):
-        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]")
-    return "\n".join(lines) + "\n"
-
+from tests.shared import alias_bomb
 
 MERGE_BOMB = "\n".join(
     ["b0: &b0 {k0: 1, k1: 2, k2: 3, k3: 4}"]
@@ -33,7 +25,7 @@ MERGE_BOMB = "\n".join(
 ) + "\n"
 
 
-@pytest.mark.parametrize("text", [laughs(), MERGE_BOMB, "a: &a [1, *a]\n"],
+@pytest.mark.parametrize("text", [alias_bomb(), MERGE_BOMB, "a: &a [1, *a]\n"],
                          ids=["billion laughs", "merge keys", "recursive"])
 def test_alias_bombs_are_refused_before_anything_is_built(text: str) -> None:
     with pytest.raises(yaml.YAMLError, match="refused"):
@@ -64,20 +56,20 @@ def test_without_aliases_it_is_safe_load(doc: Any) -> None:
 
 def test_every_file_we_read_uses_it(tmp_path: Path) -> None:
     bomb = tmp_path / "bomb.yaml"
-    bomb.write_text("version: v1-bomb\n" + laughs())
+    bomb.write_text("version: v1-bomb\n" + alias_bomb())
     with pytest.raises(ConfigError, match="alias bomb"):
         load_ruleset(bomb, env={})
     with pytest.raises(ConfigError, match="alias bomb"):
         load_config(bomb, {})
     with pytest.raises(ConfigError, match="alias bomb"):
-        parse_web_config(laughs() + "tls_server_config:\n  cert_file: *a9\n", tmp_path,
+        parse_web_config(alias_bomb() + "tls_server_config:\n  cert_file: *a9\n", tmp_path,
                          "web.yml")
 
 
 def test_calibrate_refuses_a_bomb_in_one_line(tmp_path: Path) -> None:
     """``calibrate --rules`` with an alias bomb reached 3.6 GB and a MemoryError after 75 s."""
     bomb = tmp_path / "v1-bomb.yaml"
-    bomb.write_text("version: v1-bomb\n" + laughs() + "ratio: *a9\n")
+    bomb.write_text("version: v1-bomb\n" + alias_bomb() + "ratio: *a9\n")
     result = subprocess.run(
         [str(Path(sys.executable).parent / "gpu-health-evaluator"), "calibrate", "--db",
          str(tmp_path / "x.duckdb"), "--rules", str(bomb)],

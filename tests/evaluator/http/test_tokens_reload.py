@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.evaluator.api_support import TOKENS, write_tokens_file
-from tests.shared import REPO
+from tests.shared import REPO, swap_for_hostile
 
 API = "/api/v1/gpu-health/capabilities"
 
@@ -100,14 +100,7 @@ def test_a_tokens_file_swapped_for_a_fifo_a_device_or_a_huge_file_never_stalls(
     refused without waiting, the last good tokens stay, and fixing the file is picked up."""
     proc, base, tokens = evaluator
     admin, team = TOKENS["admin"][0], TOKENS["team-a"][0]
-    tokens.unlink()
-    if swap == "fifo":
-        os.mkfifo(tokens)
-    elif swap == "dev-zero":
-        tokens.symlink_to("/dev/zero")
-    else:
-        with tokens.open("wb") as handle:
-            handle.truncate(1024 ** 3)  # sparse: 1 GB to read, none of it on disk
+    swap_for_hostile(tokens, swap)
     proc.send_signal(signal.SIGHUP)  # and the change check: both must return
     time.sleep(0.5)  # give a (wrong) stall the chance to happen before checking it did not
     for _ in range(3):
