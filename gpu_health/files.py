@@ -44,12 +44,19 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
     return data
 
 
+def not_a_folder(folder: Path) -> Path | None:
+    """The nearest existing one of ``folder`` and its parents, when it is not a folder (a file
+    where a folder must be: nothing can be written below it)."""
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    return existing if existing is not None and not existing.is_dir() else None
+
+
 def write_file(path: Path, text: str, *, replace: bool) -> None:
     """Write ``text`` to ``path`` atomically. ``replace=False``: FileExistsError when ``path``
     exists (the caller decides whether that is the same content)."""
     folder = path.parent
-    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
+    blocker = not_a_folder(folder)
+    if blocker is not None:
         raise OutputError(f"cannot write {path}: {blocker} is not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)

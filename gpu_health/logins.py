@@ -25,7 +25,7 @@ import math
 import threading
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import bcrypt
@@ -54,6 +54,41 @@ def _cost(digest: str) -> int:
     return int(parts[2]) if len(parts) > 3 and parts[2].isdigit() else 10
 
 
+class RecentFailures:
+    """Failed attempts per client address within a window, bounded: beyond ``max_clients``
+    the least recently failed are forgotten first. Not locked: its users hold their own."""
+
+    def __init__(self, limit: int, window_s: float, max_clients: int) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.max_clients = max_clients
+        self._by_client: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def __iter__(self) -> Iterator[str]:
+        """The clients remembered, least recently failed first."""
+        return iter(self._by_client)
+
+    def count(self, client: str, now: float) -> int:
+        """Failures of ``client`` still inside the window at ``now``."""
+        failures = self._by_client.get(client)
+        while failures and failures[0] <= now - self.window_s:
+            failures.popleft()
+        return len(failures) if failures else 0
+
+    def retry_after(self, client: str, now: float) -> float:
+        """Seconds until the oldest failure in the window leaves it (0 with none)."""
+        failures = self._by_client.get(client)
+        return max(0.0, failures[0] + self.window_s - now) if failures else 0.0
+
+    def add(self, client: str, now: float) -> None:
+        self.count(client, now)
+        failures = self._by_client.pop(client, None) or deque(maxlen=self.limit)
+        failures.append(now)
+        self._by_client[client] = failures  # most recent last
+        while len(self._by_client) > self.max_clients:
+            self._by_client.popitem(last=False)
+
+
 class PasswordChecks:
     """The state behind :meth:`check` (thread-safe: the programs call it from worker threads)."""
 
@@ -63,7 +98,8 @@ class PasswordChecks:
         self.clock = clock
         self._lock = threading.Lock()
         self._good: set[str] = set()
-        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._failures = RecentFailures(limits.failure_limit, limits.window_s,
+                                        limits.max_clients)
         self._in_flight: Counter[str] = Counter()
         self._dummies: dict[int, bytes] = {}
         self.checking = 0  # bcrypt checks running now
@@ -100,31 +136,20 @@ class PasswordChecks:
             if ok:
                 self._good.add(key)
                 return Verdict.OK, 0.0
-            self._failed(client)
+            self._failures.add(client, self.clock())
         return Verdict.DENIED, 0.0
 
     def _admit(self, client: str) -> float | None:
         """Under the lock: None and one more check in flight, or the seconds to wait."""
         now, limits = self.clock(), self.limits
-        failures = self._failures.get(client, deque())
-        while failures and failures[0] <= now - limits.window_s:
-            failures.popleft()
-        if len(failures) + self._in_flight[client] >= limits.failure_limit:
-            oldest = failures[0] if failures else now
-            return max(1.0, math.ceil(oldest + limits.window_s - now))
+        if self._failures.count(client, now) + self._in_flight[client] >= limits.failure_limit:
+            return max(1.0, math.ceil(self._failures.retry_after(client, now)))
         if self.checking >= limits.max_checks:
             return 1.0
         self.checking += 1
         self._in_flight[client] += 1
         self.bcrypt_runs += 1
         return None
-
-    def _failed(self, client: str) -> None:
-        failures = self._failures.pop(client, None) or deque(maxlen=self.limits.failure_limit)
-        failures.append(self.clock())
-        self._failures[client] = failures  # most recent last
-        while len(self._failures) > self.limits.max_clients:
-            self._failures.popitem(last=False)
 
     def prepare(self, users: Mapping[str, str]) -> None:
         """Make the dummy hash now (at start-up), so the first unknown user costs no more."""

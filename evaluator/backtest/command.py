@@ -25,6 +25,7 @@ from gpu_health.evaluator.backtest.events import PRESETS, EventColumns, parse_ti
 from gpu_health.evaluator.config.file import DEFAULT_STORAGE, Config, load_config
 from gpu_health.evaluator.config.values import Checker, url_problem
 from gpu_health.evaluator.ingest.prometheus.metricsets import LIMIT_POINTS, METRIC_SETS
+from gpu_health.files import not_a_folder
 
 if TYPE_CHECKING:
     from gpu_health.evaluator.backtest.inputs import EventsSource
@@ -120,14 +121,11 @@ def output_place(c: Checker, path: Path | None, flag: str, *, folder: bool = Fal
     is a file (or a file that is a folder) is a problem listed now, not a traceback later."""
     if path is None:
         return
-    if folder and path.exists() and not path.is_dir():
-        c.problem(f"{flag}: {path} is not a folder")
     if not folder and path.is_dir():
         c.problem(f"{flag}: {path} is a folder, not a file")
-    parent = path if folder else path.parent
-    existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        c.problem(f"{flag}: {existing} is not a folder")
+    blocker = not_a_folder(path if folder else path.parent)
+    if blocker is not None:
+        c.problem(f"{flag}: {blocker} is not a folder")
 
 
 def cost_options(c: Checker, args: argparse.Namespace) -> Costs | None:

@@ -25,10 +25,11 @@ The Calchas preset reads the public HBM dataset of Wu et al. (USENIX ATC '24): c
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
@@ -146,7 +147,7 @@ def _read_rows(reader: csv.DictReader[str], origin: str, columns: EventColumns,
     """Every row into ``events``; how many rows. A field above the csv module's limit, a NUL
     byte or bytes that are not UTF-8 end the read with one line naming where."""
     rows = 0
-    try:
+    with _unreadable_as_config_error(reader, origin):
         for rows, row in enumerate(reader, start=1):
             kind = (row.get(columns.type) or "").strip()
             if kind not in types and len(types) >= MAX_TYPES:
@@ -157,23 +158,26 @@ def _read_rows(reader: csv.DictReader[str], origin: str, columns: EventColumns,
             event = _row(row, rows + 1, columns, problems)  # the header is line 1
             if event is not None:
                 events.append(event)
+    return rows
+
+
+@contextlib.contextmanager
+def _unreadable_as_config_error(reader: csv.DictReader[str], origin: str) -> Iterator[None]:
+    """A field past the csv module's limit, or bytes that are not UTF-8, as one line."""
+    try:
+        yield
     except csv.Error as exc:  # the reader has not counted the line it failed on
         raise ConfigError(f"{origin}: line {reader.line_num + 1}: {exc}") from None
     except UnicodeDecodeError as exc:  # decoded by the chunk: no line to name
         raise ConfigError(f"{origin}: not UTF-8 text ({exc.reason})") from None
-    return rows
 
 
 def parse_events(lines: Iterable[str], columns: EventColumns, origin: str) -> EventFile:
     """Read every row; ConfigError lists every problem (missing columns, bad times, unmapped
     types) instead of dropping rows."""
     reader = csv.DictReader(lines)
-    try:
+    with _unreadable_as_config_error(reader, origin):
         header = reader.fieldnames or []
-    except csv.Error as exc:
-        raise ConfigError(f"{origin}: line 1 (the header): {exc}") from None
-    except UnicodeDecodeError as exc:  # decoded by the chunk: no line to name
-        raise ConfigError(f"{origin}: not UTF-8 text ({exc.reason})") from None
     wanted = (*columns.node, columns.gpu, columns.time, columns.type)
     missing = [c for c in dict.fromkeys(wanted) if c not in header]
     if missing:

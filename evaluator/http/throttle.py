@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -23,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from gpu_health.errors import ApiError
 from gpu_health.evaluator.config.api import ApiLimits
+from gpu_health.logins import RecentFailures
 
 T = TypeVar("T")
 LIMIT = ApiLimits().auth_failure_limit  # api.auth_failure_limit's default
@@ -38,7 +38,7 @@ class FailureThrottle:
         self.window_s = window_s
         self.max_clients = max_clients
         self.clock = clock
-        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._failures = RecentFailures(limit, window_s, max_clients)
         self.throttled = Counter("gpu_health_evaluator_auth_throttled", "Requests answered 429 "
                                  "because their client failed to authenticate too often",
                                  registry=registry)
@@ -50,13 +50,10 @@ class FailureThrottle:
 
     def check(self, client: str) -> None:
         """Raise ApiError(429) while ``client`` is over the limit."""
-        failures = self._failures.get(client)
-        if failures is None or len(failures) < self.limit:
+        now = self.clock()
+        if self._failures.count(client, now) < self.limit:
             return
-        wait = failures[0] + self.window_s - self.clock()
-        if wait <= 0:
-            failures.popleft()
-            return
+        wait = self._failures.retry_after(client, now)
         self.throttled.inc()
         raise ApiError(429, f"too many failed authentications from this client "
                        f"({self.limit} within {self.window_s:g}s): retry later",
@@ -74,11 +71,4 @@ class FailureThrottle:
 
     def failed(self, client: str) -> None:
         """Note one failed authentication of ``client``."""
-        now = self.clock()
-        failures = self._failures.pop(client, None) or deque(maxlen=self.limit)
-        while failures and failures[0] <= now - self.window_s:
-            failures.popleft()
-        failures.append(now)
-        self._failures[client] = failures  # most recent last
-        while len(self._failures) > self.max_clients:
-            self._failures.popitem(last=False)
+        self._failures.add(client, self.clock())
