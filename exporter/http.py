@@ -36,7 +36,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpu_health.logins import Verdict
-from gpu_health.webguard import REALM, Refuse, WebGuard
+from gpu_health.webguard import REALM, WebGuard
 
 from .wsgi import call_wsgi, environ_for
 
@@ -112,6 +112,14 @@ def make_app(registry: CollectorRegistry, health: HealthCheck) -> WsgiApp:
     return app
 
 
+class _Refuse(asyncio.Protocol):
+    """What a connection over the listener's connection limit gets: closed at once, nothing
+    read."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
+
+
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     if not host and socket.has_dualstack_ipv6():
@@ -168,9 +176,9 @@ class HttpServer:
         def protocol() -> asyncio.BaseProtocol:
             if len(server.connections) >= self.max_connections:
                 self.refused += 1
-                return Refuse()
-            if self._guard is not None and not self._guard.admit():  # a web config gone bad
-                return Refuse()
+                return _Refuse()
+            if self._guard is not None:
+                self._guard.admit()
             return server()
 
         tls = None if self._guard is None else self._guard.context

@@ -4,14 +4,19 @@
 listed) and then, like the exporter-toolkit, again whenever it changes: the file's
 (modification time, size, inode) is checked on every new connection and every request, so a
 rotated certificate, a new client CA, changed TLS versions or a changed user list take effect
-for the next connection without a restart. If the file turns bad meanwhile, connections are
-refused (fail closed) and the problem is logged once, until it is fixed.
+within moments, without a restart. The re-read runs in a worker thread, never on a listener's
+event loop (the file is a capped regular-file read, its YAML bounded): connections go on being
+served with the version in force meanwhile. A file that turns bad (or switches TLS on or off,
+which needs a restart) is refused with the reason, logged once per change; the last good
+version stays in force until the file is fixed, as Prometheus keeps its last good config.
 
-TLS: one server :class:`ssl.SSLContext` serves the listener; :meth:`WebGuard.admit` (called by
-the listener for every accepted connection, before its TLS session exists) brings that context
-up to date. Python cannot remove a CA from a live context, so a CA *removed* from
-``client_ca_file`` stays trusted until a restart (added ones work at once). Whether the listener
-speaks TLS at all is decided at start-up.
+TLS: each version of the file gets its own :class:`ssl.SSLContext`, made whole in that worker
+thread and never changed afterwards; at each Client Hello the listener's context hands the
+handshake to the one in force (its ``sni_callback``, which runs with or without SNI), so a
+rotated certificate and an added *or removed* client CA take effect for the next connection.
+The few settings a handshake takes from the listener's own context (client auth type, TLS
+versions) are set on the event loop by :meth:`WebGuard.admit`, which reads no file. Whether the
+listener speaks TLS at all is decided at start-up.
 
 Basic auth: bcrypt is deliberately slow (~50-250 ms per check); :mod:`gpu_health.logins`
 remembers successes, throttles failures before the expensive check and bounds how many checks
@@ -20,7 +25,6 @@ run at once (:meth:`WebGuard.authorize`).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import logging
@@ -43,14 +47,6 @@ _VERIFY: Final = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.
 REALM: Final = 'Basic realm="gpu-health"'
 
 
-class Refuse(asyncio.Protocol):
-    """What a connection a listener will not serve gets (over its connection limit, or while
-    its web config is bad): closed at once, nothing read."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.close()
-
-
 def read_web_config(path: Path) -> WebConfig:
     """Read and parse ``path``; ConfigError on a missing, oversized or bad file."""
     try:
@@ -63,24 +59,37 @@ def read_web_config(path: Path) -> WebConfig:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"web config {path}: not UTF-8 text") from exc
-    config = parse_web_config(text, path.parent, f"web config {path}")
-    if config.tls is not None:
-        _context(config.tls)  # a certificate that does not load is a start-up problem too
-    return config
+    return parse_web_config(text, path.parent, f"web config {path}")
 
 
-def _context(tls: TlsServerConfig, into: ssl.SSLContext | None = None) -> ssl.SSLContext:
-    ctx = into or ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+def _load(path: Path) -> tuple[WebConfig, ssl.SSLContext | None]:
+    """The file and, for TLS, a context with its certificates (ConfigError if they fail)."""
+    config = read_web_config(path)
+    return config, None if config.tls is None else _context(config.tls)
+
+
+def _context(tls: TlsServerConfig) -> ssl.SSLContext:
+    """A new server context for ``tls``: its files are read here, once, and never again (a
+    context in use is never changed: see :meth:`WebGuard._select`)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
+        for path in (tls.cert_file, tls.key_file):
+            read_regular(path, MAX_BYTES)  # a FIFO or a device would block load_cert_chain
         ctx.load_cert_chain(tls.cert_file, tls.key_file)
         if tls.client_ca_file is not None:
-            ctx.load_verify_locations(cafile=str(tls.client_ca_file))
+            data = read_regular(tls.client_ca_file, MAX_BYTES)
+            ctx.load_verify_locations(cadata=data.decode("ascii", "replace"))
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"tls_server_config: cannot load certificates: {exc}") from exc
+    _settings(ctx, tls)
+    return ctx
+
+
+def _settings(ctx: ssl.SSLContext, tls: TlsServerConfig) -> None:
+    """The settings a handshake takes from the listener's own context (no file read)."""
     ctx.minimum_version = _TLS_VERSION[tls.min_version]
     ctx.maximum_version = _TLS_VERSION[tls.max_version]
     ctx.verify_mode = _VERIFY[tls.client_auth_type]
-    return ctx
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -96,55 +105,85 @@ class WebGuard:
 
     def __init__(self, path: Path, limits: LoginLimits = DEFAULT_LIMITS) -> None:
         self.path = path
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._stamp = _stamp(path)
-        self._config: WebConfig | None = read_web_config(path)  # ConfigError: refuse to start
+        self._config, self._live = _load(path)  # ConfigError: refuse to start
+        self._loading = False  # a re-read in flight (at most one)
+        self._applied = self._config  # the version whose settings the listener's context has
         self.logins = PasswordChecks(limits)
         self.logins.prepare(self._config.basic_auth_users)
         self.tls = self._config.tls is not None
-        self.context = _context(self._config.tls) if self._config.tls is not None else None
+        self.context: ssl.SSLContext | None = None  # the listener's, when it speaks TLS
+        if self._config.tls is not None:
+            self.context = _context(self._config.tls)
+            self.context.sni_callback = self._select
 
-    def current(self) -> WebConfig | None:
-        """The config now (re-read if the file changed); None while the file is bad."""
+    def current(self) -> WebConfig:
+        """The version in force; when the file changed, a re-read starts in a worker thread
+        (never waited for here: this runs on listeners' event loops)."""
         stamp = _stamp(self.path)
         with self._lock:
-            if stamp == self._stamp:
-                return self._config
-            self._stamp = stamp
-            self.logins.forget()
-            try:
-                config: WebConfig | None = read_web_config(self.path)
-            except ConfigError as exc:
-                log.error("web config %s is now invalid; refusing connections until it is "
-                          "fixed: %s", self.path, exc)
-                config = None
-            if config is not None and (config.tls is not None) != self.tls:
-                log.error("web config %s: switching TLS on or off needs a restart; refusing "
-                          "connections until then", self.path)
-                config = None
-            if config is not None and config.tls is not None and self.context is not None:
-                _context(config.tls, into=self.context)
-                log.info("web config %s reloaded", self.path)
-            self._config = config
-            return config
+            if stamp != self._stamp and not self._loading:
+                self._loading = True
+                threading.Thread(target=self._reload, args=(stamp,), name="web-config",
+                                 daemon=True).start()
+            return self._config
 
-    def admit(self) -> bool:
-        """For each new connection: bring the TLS context up to date; False: refuse it."""
+    def settle(self, timeout: float) -> WebConfig:
+        """Start a re-read if the file changed and wait for it: for callers off the event
+        loop that must see the file as it is now. TimeoutError after ``timeout`` seconds."""
+        self.current()
+        with self._lock:
+            if not self._lock.wait_for(lambda: not self._loading, timeout):
+                raise TimeoutError(f"web config {self.path}: still being read")
+            return self._config
+
+    def _reload(self, stamp: tuple[int, int, int] | None) -> None:
+        config: WebConfig | None = None
+        live: ssl.SSLContext | None = None
         try:
-            return self.current() is not None
-        except ConfigError as exc:  # a certificate that stopped loading
-            log.error("web config %s: %s", self.path, exc)
-            with self._lock:
-                self._config = None
-            return False
+            config, live = _load(self.path)
+            if (config.tls is not None) != self.tls:
+                raise ConfigError("switching TLS on or off needs a restart")
+            self.logins.prepare(config.basic_auth_users)  # bcrypt: before the lock
+        except ConfigError as exc:
+            log.error("web config %s is invalid; the last good version stays in force until "
+                      "it is fixed: %s", self.path, exc)
+            config = None
+        except Exception:  # this thread's one catch-all: a re-read never sticks
+            log.exception("web config %s: re-read failed; the last good version stays in force",
+                          self.path)
+            config = None
+        with self._lock:
+            self._stamp = stamp  # said once per change: the same bad file is not read again
+            if config is not None:
+                self._config, self._live = config, live
+                self.logins.forget()
+                log.info("web config %s reloaded", self.path)
+            self._loading = False
+            self._lock.notify_all()
+
+    def admit(self) -> None:
+        """For each new connection, on the listener's event loop, before its TLS session
+        exists: start a re-read if the file changed, and give the listener's context the
+        settings a handshake takes from it (client auth type, TLS versions; no file read)."""
+        config = self.current()
+        if config is not self._applied and self.context is not None and config.tls is not None:
+            _settings(self.context, config.tls)
+        self._applied = config
+
+    def _select(self, sslobj: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
+        """Each handshake, at its Client Hello (with or without SNI): the certificates and the
+        client CAs of the version in force. That context was made whole off the event loop
+        and is never changed, so no handshake sees one half loaded."""
+        if self._live is not None:
+            sslobj.context = self._live
 
     def authorize(self, header: str | None, client: str) -> tuple[Verdict, float]:
         """Whether a request with this ``Authorization`` header from ``client`` (its address)
         may proceed; for THROTTLED, the seconds to wait. Call it from a worker thread: a
         password check runs bcrypt."""
         config = self.current()
-        if config is None:
-            return Verdict.DENIED, 0.0
         if not config.basic_auth_users:
             return Verdict.OK, 0.0
         user, password = _basic(header)
@@ -154,8 +193,7 @@ class WebGuard:
 
     @property
     def basic_auth(self) -> bool:
-        config = self.current()
-        return config is None or bool(config.basic_auth_users)
+        return bool(self.current().basic_auth_users)
 
 
 def _basic(header: str | None) -> tuple[str | None, str | None]:

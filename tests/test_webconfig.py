@@ -3,6 +3,7 @@ what Python's ssl cannot do refused with the reason, never silently ignored."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import bcrypt
@@ -74,22 +75,40 @@ def test_not_yaml_or_not_a_mapping() -> None:
 
 
 @pytest.mark.parametrize("swap", ["fifo", "dev-zero", "alias bomb"])
-def test_a_web_config_swapped_for_a_fifo_a_device_or_a_bomb_fails_closed_at_once(
+def test_a_web_config_swapped_for_a_fifo_a_device_or_a_bomb_keeps_the_last_good_version(
         tmp_path: Path, swap: str) -> None:
     """A FIFO in its place hung both programs forever, even after the file was fixed; an
-    alias bomb in a TLS field froze the listener over 40 s at ~740 MB. Now the re-read never
-    waits: the listener refuses connections (fail closed, as the exporter-toolkit does) until
-    the file is fixed, then serves with it."""
+    alias bomb in a TLS field froze the listener over 40 s at ~740 MB. Now the re-read runs in
+    a worker thread and never waits on the file: the listener goes on with the last good
+    version, and the fixed file is taken as soon as it is written."""
     from gpu_health.webguard import WebGuard
 
+    def users(*names: str) -> str:
+        digest = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+        return "basic_auth_users: {" + ", ".join(f"{n}: '{digest}'" for n in names) + "}\n"
+
     path = tmp_path / "web.yml"
-    good = "basic_auth_users: {alice: " + bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode() + "}\n"
-    path.write_text(good)
+    path.write_text(users("alice"))
     guard = WebGuard(path)
-    assert guard.current() is not None
     swap_for_hostile(path, swap)
-    assert guard.current() is None and not guard.admit()
+    guard.admit()  # on the event loop: returns at once
+    assert "alice" in guard.current().basic_auth_users
+    assert "alice" in guard.settle(30).basic_auth_users  # refused: TimeoutError if it hung
     path.unlink()
-    path.write_text(good)
-    config = guard.current()
-    assert config is not None and "alice" in config.basic_auth_users
+    path.write_text(users("alice", "bob"))
+    assert "bob" in guard.settle(10).basic_auth_users
+
+
+def test_certificates_that_are_not_regular_files_are_refused_without_waiting(
+        tmp_path: Path) -> None:
+    """``load_cert_chain`` on a FIFO would block the re-read for ever; it is refused first."""
+    from gpu_health.webguard import _context, read_web_config
+
+    fifo = tmp_path / "server.crt"
+    os.mkfifo(fifo)
+    (tmp_path / "web.yml").write_text("tls_server_config: {cert_file: server.crt, "
+                                      "key_file: server.key}\n")
+    config = read_web_config(tmp_path / "web.yml")
+    assert config.tls is not None
+    with pytest.raises(ConfigError, match="not a regular file"):
+        _context(config.tls)

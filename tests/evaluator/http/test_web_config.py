@@ -1,9 +1,10 @@
 """The evaluator's ``--web.config.file`` on a real HTTPS listener (openssl certificates, an
 aiohttp client): TLS, basic auth on every route (the exporter-toolkit's rule), the file re-read
-for the next request, the refusal to combine it with a tokens file, and exit 2 on a bad file."""
+when it changes (off the event loop), the refusal to combine it with a tokens file, and exit 2 on a bad file."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ssl
 import subprocess
@@ -63,6 +64,7 @@ async def test_tls_and_basic_auth_on_every_route(server: StandIn, tmp_path: Path
             async with http.get(base + "/healthz", headers=basic("prometheus", "nope")) as r:
                 assert r.status == 401
             web_config(file, pki, {"prometheus": "s3cret", "grafana": "pw"})  # no restart
+            await asyncio.to_thread(guard.settle, 10)  # re-read in a worker thread
             async with http.get(base + "/readyz", headers=basic("grafana", "pw")) as r:
                 assert r.status in (200, 503)  # answered: readiness is another matter
         async with aiohttp.ClientSession() as plain:
