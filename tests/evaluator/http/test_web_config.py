@@ -1,6 +1,7 @@
 """The evaluator's ``--web.config.file`` on a real HTTPS listener (openssl certificates, an
-aiohttp client): TLS, basic auth on every route (the exporter-toolkit's rule), the file re-read
-when it changes (off the event loop), the refusal to combine it with a tokens file, and exit 2 on a bad file."""
+aiohttp client): TLS, basic auth on every route (the exporter-toolkit's rule), the file
+re-read when it changes (off the event loop), the refusal to combine it with a tokens file,
+and exit 2 on a bad file."""
 
 from __future__ import annotations
 

@@ -302,3 +302,26 @@ async def test_many_targets_going_down_or_up_log_ten_lines_and_one_summary(
     assert len(down) == 11 and all(" is down: http_status" in m for m in down[:10])
     assert down[10] == "15 more targets went down this cycle (each is listed at /targets)"
     assert len(up) == 11 and up[10] == "15 more targets are up again this cycle"
+
+
+async def test_a_clock_stepped_back_an_hour_shows_no_stall_after_one_cycle(rig: Rig) -> None:
+    """The evaluator's clock stepping back an hour leaves every stored row "in the future":
+    counted as of the new now, the cards' newest samples would be an hour old (a collection
+    stall on every node, check WARNING, for an hour). The first cycle after the step writes a
+    row stamped with the new now (``latest_in_future``), so the stall, if seen at all, lasts
+    one scrape interval, not the hour."""
+    from gpu_health.evaluator.store.api_queries import capabilities
+
+    pipeline = rig.pipeline()
+    for _ in range(12):  # an hour of scrapes, every 5 minutes, counters unchanged
+        await pipeline.run_cycle()
+        rig.clock.advance(minutes=5)
+    rig.clock.advance(hours=-1)
+    stall = timedelta(minutes=10)
+    report = await pipeline.run_cycle()
+    assert report.decisions == {"latest_in_future": 2 * GPUS}
+    cards = capabilities(rig.db, source="real", now=rig.clock())
+    assert len(cards) == 2 * GPUS
+    assert all(rig.clock() - c.last_sample_at <= stall for c in cards)
+    rig.clock.advance(minutes=1)
+    assert (await pipeline.run_cycle()).rows_written == 0  # the new row is the cached base

@@ -4,6 +4,7 @@ counted. Alerts are opened by the store's own alert logic from stored prediction
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
@@ -20,6 +21,7 @@ from gpu_health.evaluator.store.alerts import open_new_alerts, resolve_alert
 from gpu_health.evaluator.store.remediation import audit
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_node, add_prediction
+from tests.postgres import PostgresServer
 from tests.slurm_support import SlurmCluster, slurm_cluster_fixture
 
 LIVE = SlurmRemediation(enabled=True, dry_run=False, max_drained_nodes=5,
@@ -223,3 +225,46 @@ async def test_a_drain_that_completes_after_its_resume_is_repaired_and_audited(
     rows = len(results(db))
     await loop.tick()
     assert len(results(db)) == rows  # nothing more to say
+
+
+async def test_postgresql_a_leader_deposed_after_deciding_does_not_call_scontrol(
+        slurm: SlurmCluster, postgres: PostgresServer) -> None:
+    """Fencing reaches Slurm: the tick decided a drain under its lease, then lost the lease to
+    another evaluator before the call. The store check just before ``scontrol`` refuses
+    (``fenced``): the node is not drained, and nothing is audited in the deposed leader's
+    name."""
+    from gpu_health.errors import StoreError
+    from gpu_health.evaluator.store.cluster import check_fence, sync
+    from gpu_health.evaluator.store.engines.postgres import FENCE, PostgresDatabase
+
+    url = postgres.url(postgres.new_database())
+    mine, other = PostgresDatabase(url), PostgresDatabase(url)
+    try:
+        predict(mine, "gh-n1")
+        token = sync(mine, "e1", None, timedelta(seconds=30)).lease.token
+        assert token is not None
+        actions = {("gh-n1", 0): RESET}
+
+        def take_over() -> None:  # the other evaluator: outside this tick's fence
+            other.execute("UPDATE gpu_health_leases SET expires_at = now() - "
+                          "INTERVAL '1 second'")
+            assert sync(other, "e2", None, timedelta(seconds=30)).lease.holder == "e2"
+
+        def deposed_while_deciding() -> dict[tuple[str, int], Recommendation]:
+            contextvars.Context().run(take_over)
+            return actions
+
+        loop = make_loop(mine, slurm)
+        loop.actions = deposed_while_deciding
+        reset = FENCE.set(lambda db: check_fence(db, "e1", token))
+        try:
+            with pytest.raises(StoreError) as refused:
+                await loop.tick()
+        finally:
+            FENCE.reset(reset)
+        assert refused.value.reason == "fenced"
+        assert slurm.states()["gh-n1"][0].rstrip("*") == "idle", slurm.states()
+        assert results(other) == []
+    finally:
+        mine.close()
+        other.close()
