@@ -116,10 +116,19 @@ class HaCluster:
         with psycopg.connect(self.server.url(self.database)) as con:
             con.execute("LOCK TABLE gpu_health_predictions IN ACCESS EXCLUSIVE MODE")
             name = f"gpu-health-evaluator/{member}"
+            # Only a session inside a fenced transaction counts: it holds the lease row FOR
+            # SHARE (a RowShareLock on the leases table). Another of the member's sessions can
+            # wait for the predictions table too (a read of the page or of /metrics), and
+            # stopping the member then would leave no transaction for the server to end.
             with psycopg.connect(self.server.url(self.database), autocommit=True) as watch:
-                self.wait(f"{member} to wait for the predictions table", lambda: watch.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-                    "AND wait_event_type = 'Lock'", [name]).fetchone()[0], 30)  # type: ignore[index]
+                self.wait(f"{member} to wait for the predictions table in a fenced tick",
+                          lambda: watch.execute(
+                              "SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l "
+                              "ON l.pid = a.pid WHERE a.application_name = %s "
+                              "AND a.wait_event_type = 'Lock' AND l.granted "
+                              "AND l.relation = 'gpu_health_leases'::regclass "
+                              "AND l.mode = 'RowShareLock'",
+                              [name]).fetchone()[0], 30)  # type: ignore[index]
             yield
             con.rollback()
 
