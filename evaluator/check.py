@@ -18,9 +18,18 @@ and exits with the Nagios code:
   too.
 
 Unmonitored or unreachable is UNKNOWN, never OK: a health check that passes when it cannot know
-is worse than none. Every request and the token file share one deadline (``--timeout``, 8 s by
-default, under Slurm's 60 s kill); a body is read whole, however many pieces it arrives in, and
-an answer larger than :data:`MAX_BODY` is refused. :func:`assess` is pure.
+is worse than none.
+
+``--format node-problem-detector`` speaks node-problem-detector's custom plugin protocol
+instead (exit 0 no problem, 1 problem, 2 unknown; one line on stdout, its condition message):
+OK -> 0; CRITICAL -> 1 with the worst problem as the message; WARNING -> 2 (a stalled
+collection, unknown counters or a job to restart: the node cannot be vouched for, yet no
+fault of it is known, so the condition goes Unknown, visible with its reason, and a taint rule
+keyed on True does not act on it); UNKNOWN -> 2.
+
+Every request and the token file share one deadline (``--timeout``, 8 s by default, under
+Slurm's 60 s kill); a body is read whole, however many pieces it arrives in, and an answer
+larger than :data:`MAX_BODY` is refused. :func:`assess` is pure.
 """
 
 from __future__ import annotations
@@ -47,6 +56,10 @@ MAX_BODY: Final = 4 * 1024 * 1024
 MAX_TOKEN_FILE: Final = 4096
 DEFAULT_TIMEOUT_S: Final = 8.0
 API: Final = "/api/v1/gpu-health"
+CHECK_FORMATS: Final = ("nagios", "node-problem-detector")
+NPD_OK, NPD_PROBLEM, NPD_UNKNOWN = 0, 1, 2  # node-problem-detector's plugin status codes
+NPD_CODES: Final = {OK: NPD_OK, WARNING: NPD_UNKNOWN, CRITICAL: NPD_PROBLEM, UNKNOWN: NPD_UNKNOWN}
+NPD_MAX_OUTPUT: Final = 80  # node-problem-detector's max_output_length default
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +69,21 @@ class Report:
     code: int
     summary: str
     details: tuple[str, ...] = ()
+    headline: str | None = None  # the one line a plugin message leads with, when not a detail
 
     def text(self) -> str:
         head = f"GPU-HEALTH {STATE_NAMES[self.code]} - {self.summary}"
         return "\n".join((head, *self.details)) + "\n"
+
+    def plugin(self, max_length: int = NPD_MAX_OUTPUT) -> tuple[int, str]:
+        """node-problem-detector's exit code and message (one line, ``max_length`` at most)."""
+        code = NPD_CODES[self.code]
+        message = self.headline or (self.details[0] if self.details and self.code != OK
+                                    else self.summary)
+        if self.code != OK:
+            message = f"{STATE_NAMES[self.code]}: {message}"
+        line = " ".join(message.split())
+        return code, (line if len(line) <= max_length else line[:max_length - 3] + "...")
 
 
 def unknown(why: str) -> Report:
@@ -127,7 +151,8 @@ def assess(node: str, cards: Mapping[str, Any], predictions: Mapping[str, Any]) 
     if code < CRITICAL and not any(_monitored(c) for c in items):
         why = ("no card has real readings with a known counter: not monitored (its cards' "
                "counters are unknown, it has none, or only simulated data)")
-        return Report(UNKNOWN, f"{summary}; {why}", details)
+        return Report(UNKNOWN, f"{summary}; {why}", details,
+                      headline=f"node {node} is not monitored: no card has real readings")
     return Report(code, summary, details)
 
 
@@ -202,9 +227,11 @@ async def check(base_url: str, node: str, *, token: str | None, timeout_s: float
     return assess(node, cards, predictions)
 
 
-def check_main(args: Any, out: Any) -> int:
-    """Run the check from parsed arguments; print the report; return its Nagios code."""
-    node = args.node or socket.gethostname()
+def check_main(args: Any, out: Any, node_name: str | None = None) -> int:
+    """Run the check from parsed arguments; print the report; return its exit code. The node
+    is ``--node``, else ``node_name`` (``$NODE_NAME``: node-problem-detector's DaemonSet sets
+    it from the downward API), else this host's name."""
+    node = args.node or node_name or socket.gethostname()
     try:
         token = read_token(args.token_file)
     except (OSError, ValueError) as exc:
@@ -212,6 +239,11 @@ def check_main(args: Any, out: Any) -> int:
     else:
         report = asyncio.run(check(args.evaluator, node, token=token, timeout_s=args.timeout,
                                    ca_file=args.ca_file))
+    if getattr(args, "format", "nagios") == "node-problem-detector":
+        code, message = report.plugin()
+        out.write(message + "\n")
+        out.flush()
+        return code
     out.write(report.text())
     out.flush()
     return report.code

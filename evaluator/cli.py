@@ -17,7 +17,7 @@ from typing import Final
 
 from gpu_health import __version__
 from gpu_health.evaluator.backtest.events import PRESETS
-from gpu_health.evaluator.check import DEFAULT_TIMEOUT_S, parse_timeout
+from gpu_health.evaluator.check import CHECK_FORMATS, DEFAULT_TIMEOUT_S, parse_timeout
 from gpu_health.evaluator.config.file import DEFAULT_STORAGE
 from gpu_health.evaluator.ingest.prometheus.metricsets import (
     DEFAULT_MAX_POINTS,
@@ -79,7 +79,8 @@ def check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evaluator", required=True, metavar="URL",
                    help="the evaluator's base URL, e.g. http://evaluator:10347")
     p.add_argument("--node", default=None,
-                   help="the node to check, as the evaluator names it (default: this host's name)")
+                   help="the node to check, as the evaluator names it (default: $NODE_NAME, else "
+                        "this host's name)")
     p.add_argument("--token-file", type=Path, default=None,
                    help="a file holding an API token with nodes:read (docs/api.md)")
     p.add_argument("--ca-file", type=Path, default=None,
@@ -87,6 +88,9 @@ def check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=parse_timeout, default=DEFAULT_TIMEOUT_S,
                    help=f"seconds for the whole check ({DEFAULT_TIMEOUT_S:g}; at most 55, under "
                         "Slurm's 60 s)")
+    p.add_argument("--format", choices=CHECK_FORMATS, default="nagios",
+                   help="nagios (exit 0-3, Slurm and NHC) or node-problem-detector (its custom "
+                        "plugin protocol: exit 0 no problem, 1 problem, 2 unknown; one line)")
 
 
 def demo_arguments(parser: argparse.ArgumentParser) -> None:

@@ -100,10 +100,10 @@ def cmd_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return run_demo(args, environ)
 
 
-def cmd_check(args: argparse.Namespace, _environ: Mapping[str, str]) -> int:
+def cmd_check(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from gpu_health.evaluator.check import check_main
 
-    return check_main(args, sys.stdout)
+    return check_main(args, sys.stdout, node_name=environ.get("NODE_NAME"))
 
 
 def cmd_compact(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -129,8 +129,16 @@ RUNNERS: Final[dict[str, Runner]] = {
     "check": cmd_check,
 }
 # Nagios codes: a check that cannot run is UNKNOWN (3), never CRITICAL (2, argparse's usage
-# code), which a Slurm health check would turn into a drain.
+# code), which a Slurm health check would turn into a drain. node-problem-detector's unknown
+# is 2 (its "problem" is 1).
 NAGIOS_UNKNOWN: Final = 3
+NPD_UNKNOWN: Final = 2
+
+
+def _check_unknown(raw: list[str]) -> int:
+    """The "cannot tell" exit code of ``check`` in the protocol its arguments asked for."""
+    npd = "node-problem-detector" in raw and any(a.startswith("--format") for a in raw)
+    return NPD_UNKNOWN if npd else NAGIOS_UNKNOWN
 
 
 def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
@@ -140,7 +148,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         args = parse_args(raw)
     except SystemExit as exc:
         if exc.code == 2 and raw[:1] == ["check"]:
-            return NAGIOS_UNKNOWN
+            return _check_unknown(raw)
         raise
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(args.log_format))
@@ -154,7 +162,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         return 2
     except GpuHealthError as exc:
         print(f"gpu-health-evaluator: {exc}", file=sys.stderr)
-        return NAGIOS_UNKNOWN if args.command == "check" else 1
+        return _check_unknown(raw) if args.command == "check" else 1
     except KeyboardInterrupt:
         return 130
 

@@ -64,6 +64,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "alertmanagers": ["http://alertmanager-operated.monitoring:9093"],
     }},
     "xid": merged(_PROM, {"exporter": {"xid": {"enabled": True}}}),
+    "node-problem-detector": merged(_PROM, {"nodeProblemDetector": {
+        "enabled": True, "tokenFile": "/etc/gpu-health/token", "timeout": "30s"}}),
     "monitors-off": merged(_PROM, {
         "exporter": {"serviceMonitor": {"enabled": False}},
         "evaluator": {"serviceMonitor": {"enabled": False}},

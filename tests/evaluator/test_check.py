@@ -98,6 +98,44 @@ async def test_each_state_against_a_real_evaluator(db: Database, node: str, code
     assert (rc, needle in out) == (code, True), out
 
 
+@pytest.mark.parametrize("node,code,message", [
+    ("ok-1", 0, "node ok-1: 1 cards, 0 open predictions, 0 problems"),
+    ("predicted-1", 1, "CRITICAL: GPU 0: fault predicted by v1-ecc-growth (corrected_growth)"),
+    ("reset-1", 1, "CRITICAL: GPU 0: reset_gpu: a row remap is pending"),
+    ("stalled-1", 2, "WARNING: GPU 0: collection stalled"),
+    ("sim-1", 2, "UNKNOWN: node sim-1 is not monitored: no card has real readings"),
+    ("nobody", 2, "UNKNOWN: node nobody is not known to the evaluator"),
+])
+async def test_node_problem_detector_plugin_protocol(db: Database, node: str, code: int,
+                                                    message: str) -> None:
+    """node-problem-detector's custom plugin protocol: exit 0 no problem, 1 problem, 2 unknown,
+    and one line of at most 80 characters (its default ``max_output_length``) as the message."""
+    ctx = replace(make_ctx(db), action_policy=load_action_policy())
+    async with serve(ctx) as client:
+        rc, out = await run_check(str(client.make_url("")), "--node", node,
+                                  "--format", "node-problem-detector")
+    assert rc == code, out
+    assert out.endswith("\n") and out.count("\n") == 1 and len(out) <= 81, out
+    assert out.startswith(message[:77]), out
+
+
+async def test_node_problem_detector_usage_errors_are_unknown() -> None:
+    rc, _ = await run_check("http://127.0.0.1:1", "--format", "node-problem-detector",
+                            "--timeout", "99")
+    assert rc == 2  # its unknown, never 1 (a problem: a condition set True)
+    rc, _ = await run_check("http://127.0.0.1:1", "--node", "n", "--format",
+                            "node-problem-detector", "--timeout", "0.5")
+    assert rc == 2
+
+
+def test_a_long_problem_is_cut_to_the_plugin_output_length() -> None:
+    report = assess("n", {"items": []}, {"items": [
+        {"gpu_index": 0, "rule_version": "v" * 200, "signal": "s", "window_end": "w"}]})
+    code, message = report.plugin()
+    assert code == 1 and len(message) == 80 and message.endswith("...")
+    assert message.startswith("CRITICAL: GPU 0: fault predicted by vvv")
+
+
 async def test_the_token_file_is_sent_and_a_refused_token_is_unknown(
         db: Database, tmp_path: Path) -> None:
     ctx = replace(make_ctx(db, tokens=token_set(tmp_path)), action_policy=load_action_policy())
