@@ -24,6 +24,8 @@ from gpu_health.contract import (
     METRIC_HELP,
     METRIC_NAMES,
     METRIC_TYPES,
+    NODE_LABEL,
+    NODE_METRIC,
     PAGES_PENDING_HELP,
     PAGES_PENDING_METRIC,
     RECOVERY_ACTIONS,
@@ -44,11 +46,13 @@ class HealthCollector(Collector):
     """Builds every family fresh from one cache snapshot per scrape."""
 
     def __init__(
-        self, cache: ReadingCache, sources: Sequence[VendorSource], clock: Clock
+        self, cache: ReadingCache, sources: Sequence[VendorSource], clock: Clock,
+        node_name: str | None = None,
     ) -> None:
         self.cache = cache
         self.sources = tuple(sources)
         self.clock = clock
+        self.node_name = node_name
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self.cache.snapshot(self.clock())
@@ -61,14 +65,21 @@ class HealthCollector(Collector):
         )
         build.add_metric([__version__], 1.0)
         yield build
+        if self.node_name is not None:  # not told: absent, never a guess
+            node = GaugeMetricFamily(NODE_METRIC, "The node this exporter runs on "
+                                     "(--node-name or $NODE_NAME); always 1.",
+                                     labels=[NODE_LABEL])
+            node.add_metric([self.node_name], 1.0)
+            yield node
 
 
 def build_registry(
-    cache: ReadingCache, sources: Sequence[VendorSource], clock: Clock
+    cache: ReadingCache, sources: Sequence[VendorSource], clock: Clock,
+    node_name: str | None = None,
 ) -> CollectorRegistry:
     """A registry holding only the exporter's collector (no process/platform metrics)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(HealthCollector(cache, sources, clock))
+    registry.register(HealthCollector(cache, sources, clock, node_name))
     return registry
 
 

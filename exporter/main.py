@@ -67,7 +67,7 @@ def build(settings: Settings, clock: Clock = system_clock) -> Exporter:
         for cls in SOURCE_CLASSES
     )
     cache = ReadingCache(timedelta(seconds=settings.stale_after_s))
-    registry = build_registry(cache, sources, clock)
+    registry = build_registry(cache, sources, clock, settings.node_name)
     after_tick = None
     if settings.textfile is not None:
         after_tick = functools.partial(write_textfile, settings.textfile, registry)

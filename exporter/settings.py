@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from gpu_health import __version__
+from gpu_health.contract import MAX_NODE_NAME
 from gpu_health.durations import parse_duration
 from gpu_health.errors import ConfigError
 from gpu_health.logformat import FORMATS, LEVEL_NAMES, level_number
@@ -113,6 +114,7 @@ class Settings:
     xid_interval_s: float = _DEFAULTS["xid_interval_s"]
     xid_max_bytes_per_poll: int = _DEFAULTS["xid_max_bytes_per_poll"]
     xid_max_line_bytes: int = _DEFAULTS["xid_max_line_bytes"]
+    node_name: str | None = None  # --node-name, else $NODE_NAME: gpu_health_node_info
 
 
 def argument_parser() -> argparse.ArgumentParser:
@@ -128,6 +130,9 @@ def argument_parser() -> argparse.ArgumentParser:
     p.add_argument("--web.listen-address", dest="listen", default=":10346", help="host:port")
     p.add_argument("--web.config.file", dest="web_config", default=None,
                    help="exporter-toolkit web config: TLS and basic auth (docs/security.md)")
+    p.add_argument("--node-name", dest="node_name", default=None,
+                   help="the node's name, exported as gpu_health_node_info{node} (default: "
+                        "$NODE_NAME; unset: not exported)")
     p.add_argument("--once", action="store_true", help="collect once, print, exit")
     p.add_argument("--textfile", help="also write the exposition atomically to this .prom file")
     p.add_argument("--log.level", OLD_LOG_FLAG, dest="log_level", default="info",
@@ -173,11 +178,25 @@ def parse_args(
         notices=_notices(args_list),
         web_config=None if not args.web_config else Path(args.web_config),
         tool_env=dict(os.environ if environ is None else environ),
+        node_name=_node_name(args.node_name, os.environ if environ is None else environ,
+                             problems),
         **values,
     )
     if problems:
         raise ConfigError(problems)
     return settings
+
+
+def _node_name(flag: str | None, environ: Mapping[str, str],
+               problems: list[str]) -> str | None:
+    name = flag if flag is not None else environ.get("NODE_NAME")
+    if not name:
+        return None
+    if len(name) > MAX_NODE_NAME or not name.isprintable() or name != name.strip():
+        problems.append(f"--node-name / $NODE_NAME: not a node name (printable, no surrounding "
+                        f"spaces, at most {MAX_NODE_NAME} characters)")
+        return None
+    return name
 
 
 def _line_cap(value: int, problems: list[str]) -> None:

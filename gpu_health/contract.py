@@ -54,6 +54,13 @@ METRIC_HELP: Final[dict[CounterKey, str]] = {
 
 INFO_METRIC: Final = METRIC_PREFIX + "gpu_info"
 
+# The node the exporter runs on, when it was told (``--node-name`` or ``$NODE_NAME``): one
+# series ``gpu_health_node_info{node="..."} 1``. A scraping evaluator names the target's node
+# after it when the target has no ``node`` label (DNS discovery finds addresses, not names).
+NODE_METRIC: Final = METRIC_PREFIX + "node_info"
+NODE_LABEL: Final = "node"
+MAX_NODE_NAME: Final = 253  # a DNS name's limit, the store's node id limit too
+
 # Labels on every per-card series; gpu_info adds "model".
 CARD_LABELS: Final[tuple[str, ...]] = ("gpu", "uuid", "vendor")
 INFO_LABELS: Final[tuple[str, ...]] = (*CARD_LABELS, "model")

@@ -123,7 +123,8 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
                                                       ingestor.forget_nodes)
     pipeline = IngestPipeline(targets=lambda: discovery.targets if share is None else
                               share(discovery.targets), scraper=scraper,
-                              ingestor=ingestor, clock=clock, metrics=metrics)
+                              ingestor=ingestor, clock=clock, metrics=metrics,
+                              names=discovery.names)
 
     async def open_clients() -> None:
         await scraper.__aenter__()

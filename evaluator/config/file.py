@@ -26,8 +26,10 @@ from gpu_health.errors import ConfigError
 from gpu_health.evaluator.config.alerting import AlertingConfig, parse_alerting, parse_external_url
 from gpu_health.evaluator.config.api import API, ApiLimits, parse_api_limits
 from gpu_health.evaluator.config.discovery import (
+    DnsSDConfig,
     FileSDConfig,
     HttpSDConfig,
+    parse_dns_sd,
     parse_file_sd,
     parse_http_sd,
 )
@@ -66,7 +68,8 @@ MAX_RETENTION_DAYS: Final = 36_500
 RETENTION_ENV: Final = "GPU_HEALTH_RETENTION_DAYS"
 _VERSION_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _TOP_KEYS: Final = (
-    "scrape", "static_configs", "file_sd_configs", "http_sd_configs", "storage", "web", "dedup",
+    "scrape", "static_configs", "file_sd_configs", "http_sd_configs", "dns_sd_configs",
+    "storage", "web", "dedup",
     *KEEPALIVE.keys, "alerting", "rules", "api", "ingest", "ha", "remediation",
 )
 WEB: Final = Table("web", (
@@ -111,6 +114,7 @@ class Config:
     static_configs: tuple[TargetGroup, ...] = ()
     file_sd_configs: tuple[FileSDConfig, ...] = ()
     http_sd_configs: tuple[HttpSDConfig, ...] = ()
+    dns_sd_configs: tuple[DnsSDConfig, ...] = ()
     storage_path: Path = DEFAULT_STORAGE
     storage_memory_limit: int | None = STORAGE.defaults["memory_limit"]  # bytes; DuckDB only
     listen_host: str = _LISTEN_HOST
@@ -223,6 +227,7 @@ def parse_config(
         static_configs=tuple(static),
         file_sd_configs=parse_file_sd(c, raw.get("file_sd_configs"), base),
         http_sd_configs=parse_http_sd(c, raw.get("http_sd_configs")),
+        dns_sd_configs=parse_dns_sd(c, raw.get("dns_sd_configs")),
         storage_path=storage_path,
         storage_memory_limit=memory_limit,
         postgres=postgres,

@@ -111,7 +111,7 @@ def parse_ingest(c: Checker, raw: Mapping[str, Any], base: Path) -> IngestConfig
     if not block:
         c.problem("ingest.source is 'prometheus' but ingest.prometheus (with url) is missing")
         return IngestConfig()
-    for key in ("static_configs", "file_sd_configs", "http_sd_configs"):
+    for key in ("static_configs", "file_sd_configs", "http_sd_configs", "dns_sd_configs"):
         if raw.get(key):
             c.problem(f"{key} is set but ingest.source is 'prometheus': the evaluator reads the "
                       "cards from Prometheus and scrapes no target; remove one of the two")

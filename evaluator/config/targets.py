@@ -37,6 +37,8 @@ class Target:
     scheme: str = "http"
     metrics_path: str = "/metrics"
     slurm_node: str | None = None  # label slurm_node: the Slurm name (docs/slurm.md)
+    labelled: bool = True  # node_id is the ``node`` label (else the host, until the exporter
+    # names its node: evaluator/ingest/identity.py)
 
     @property
     def url(self) -> str:
@@ -84,7 +86,7 @@ def address_problem(address: object) -> str | None:
     return None
 
 
-def _labels_problems(labels: object, where: str) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+def labels_problems(labels: object, where: str) -> tuple[tuple[tuple[str, str], ...], list[str]]:
     if labels is None:
         return (), []
     if not isinstance(labels, Mapping):
@@ -134,7 +136,7 @@ def parse_groups(raw: object, where: str) -> tuple[list[TargetGroup], list[str]]
             targets = []
         bad = [p for p in (address_problem(t) for t in targets) if p]
         problems.extend(f"{here}: {p}" for p in bad)
-        labels, label_problems = _labels_problems(item.get("labels"), here)
+        labels, label_problems = labels_problems(item.get("labels"), here)
         problems.extend(label_problems)
         if not bad and not label_problems:
             groups.append(TargetGroup(tuple(targets), labels))
@@ -152,6 +154,7 @@ def target_from(address: str, labels: Mapping[str, str]) -> Target:
         scheme=labels.get("__scheme__", "http"),
         metrics_path=labels.get("__metrics_path__", "/metrics"),
         slurm_node=labels.get(SLURM_LABEL) or None,
+        labelled=bool(labels.get("node")),
     )
 
 

@@ -36,8 +36,11 @@ from gpu_health.contract import (
     COUNTER_KEYS,
     DETAIL_KEYS,
     INFO_METRIC,
+    MAX_NODE_NAME,
     METRIC_NAMES,
     METRIC_PREFIX,
+    NODE_LABEL,
+    NODE_METRIC,
     PAGES_PENDING_METRIC,
     RECOVERY_ACTIONS,
     RECOVERY_METRIC,
@@ -59,7 +62,7 @@ _KEY_BY_NAME: dict[str, str] = {name: key for key, name in METRIC_NAMES.items()}
 _KEY_BY_NAME.update({name: key for key, name in REMAP_ROW_METRICS.items()})
 _KEY_BY_NAME[PAGES_PENDING_METRIC] = "retired_pages_pending"
 WANTED_METRICS: frozenset[str] = frozenset((*_KEY_BY_NAME, INFO_METRIC, XID_METRIC,
-                                            BANK_METRIC, RECOVERY_METRIC))
+                                            BANK_METRIC, RECOVERY_METRIC, NODE_METRIC))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,7 @@ class CardExtraction:
     cards: tuple[CardReading, ...] = ()
     ignored_series: dict[str, int] = field(default_factory=dict)
     unknown_values: dict[str, int] = field(default_factory=dict)
+    node_name: str | None = None  # gpu_health_node_info{node}: the exporter's own node name
 
 
 def counter_value(text: str) -> tuple[int | None, str | None]:
@@ -198,7 +202,11 @@ def extract_cards(samples: Iterable[RawSample],
     builders: dict[int, _CardBuilder] = {}
     ignored: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
+    names: set[str] = set()
     for sample in samples:
+        if sample.name == NODE_METRIC:
+            _node_name(sample, names, ignored)
+            continue
         key = _key(sample, ignored)
         is_xid = sample.name == XID_METRIC
         is_recovery = sample.name == RECOVERY_METRIC
@@ -221,7 +229,20 @@ def extract_cards(samples: Iterable[RawSample],
         if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX):
             ignored["unknown_metric"] += n
     cards = [_finish(index, builders[index], ignored, unknown) for index in sorted(builders)]
-    return CardExtraction(tuple(c for c in cards if c is not None), dict(ignored), dict(unknown))
+    if len(names) > 1:  # an exporter that names two nodes names none
+        ignored["conflicting_node_name"] += len(names)
+    node = next(iter(names)) if len(names) == 1 else None
+    return CardExtraction(tuple(c for c in cards if c is not None), dict(ignored), dict(unknown),
+                          node)
+
+
+def _node_name(sample: RawSample, names: set[str], ignored: Counter[str]) -> None:
+    name = sample.labels.get(NODE_LABEL, "")
+    if (not name or len(name) > MAX_NODE_NAME or not name.isprintable()
+            or name != name.strip()):
+        ignored["bad_node_label"] += 1
+    else:
+        names.add(name)
 
 
 def _finish(index: int, card: _CardBuilder, ignored: Counter[str],

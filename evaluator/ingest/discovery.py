@@ -1,4 +1,5 @@
-"""Target discovery: static groups, Prometheus ``file_sd`` files and ``http_sd`` endpoints.
+"""Target discovery: static groups, Prometheus ``file_sd`` files, ``http_sd`` endpoints and
+``dns_sd`` names (evaluator/ingest/dns_sd.py).
 
 ``Discovery.refresh`` is one tick (the app runs it every few seconds). File SD checks every
 matching file's (mtime, size) on each tick and re-reads changed files at once, plus every file
@@ -26,6 +27,8 @@ from gpu_health.errors import DiscoveryError, ScrapeError
 from gpu_health.evaluator.config.discovery import FileSDConfig, HttpSDConfig
 from gpu_health.evaluator.config.file import Config
 from gpu_health.evaluator.config.targets import Target, TargetGroup, merge_groups, parse_groups
+from gpu_health.evaluator.ingest.dns_sd import DnsSD
+from gpu_health.evaluator.ingest.identity import NodeNames
 from gpu_health.evaluator.ingest.scrape import read_capped
 from gpu_health.evaluator.outbound import ClientOptions, client_session
 from gpu_health.evaluator.selfmetrics import SelfMetrics
@@ -213,7 +216,10 @@ class Discovery:
         self.file_sd = [FileSD(c, config.scrape.target_limit, config.scrape.max_response_bytes)
                         for c in config.file_sd_configs]
         self.http_sd: list[HttpSD] = []
-        self.targets: tuple[Target, ...] = ()
+        self.dns_sd = [DnsSD(c, config.scrape.target_limit) for c in config.dns_sd_configs]
+        self.names = NodeNames()  # learned by the scrape pipeline
+        self._merged: tuple[Target, ...] = ()
+        self._named: tuple[tuple[Target, ...], int, tuple[Target, ...]] = ((), 0, ())
         self.conflicts: tuple[str, ...] = ()
         self.last_errors: dict[str, str] = {}
         self.refreshed = False
@@ -240,7 +246,17 @@ class Discovery:
 
     @property
     def providers(self) -> list[Provider]:
-        return [*self.file_sd, *self.http_sd]
+        return [*self.file_sd, *self.http_sd, *self.dns_sd]
+
+    @property
+    def targets(self) -> tuple[Target, ...]:
+        """The merged targets, each without a ``node`` label named after its exporter's own
+        node name once it gave one (:class:`NodeNames`); made again only after a change."""
+        merged, version, named = self._named
+        if merged is not self._merged or version != self.names.version:
+            named = self.names.apply(self._merged)
+            self._named = (self._merged, self.names.version, named)
+        return named
 
     async def refresh(self, now: datetime) -> tuple[Target, ...]:
         for provider in self.providers:
@@ -260,7 +276,7 @@ class Discovery:
         merged = merge_groups(sources)
         for conflict in set(merged.conflicts) - set(self.conflicts):
             log.warning("discovery: %s", conflict)
-        self.targets, self.conflicts = merged.targets, merged.conflicts
+        self._merged, self.conflicts = merged.targets, merged.conflicts
         self.refreshed = True
         if self.metrics is not None:
             self.metrics.targets.set(len(self.targets))

@@ -15,6 +15,7 @@ from gpu_health.clock import Clock
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.config.targets import Target
 from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
+from gpu_health.evaluator.ingest.identity import NodeNames, resolve_nodes
 from gpu_health.evaluator.ingest.scrape import Scraper, ScrapeResult
 from gpu_health.evaluator.selfmetrics import SelfMetrics
 
@@ -28,8 +29,10 @@ class IngestPipeline:
     """One object per app; ``run_cycle`` is the scrape loop's tick."""
 
     def __init__(self, *, targets: Callable[[], Sequence[Target]], scraper: Scraper,
-                 ingestor: Ingestor, clock: Clock, metrics: SelfMetrics | None = None) -> None:
+                 ingestor: Ingestor, clock: Clock, metrics: SelfMetrics | None = None,
+                 names: NodeNames | None = None) -> None:
         self.targets = targets
+        self.names = names  # where the exporters' own node names are learned
         self.scraper = scraper
         self.ingestor = ingestor
         self.clock = clock
@@ -45,7 +48,9 @@ class IngestPipeline:
     async def run_cycle(self) -> CycleReport:
         started = time.perf_counter()
         targets = list(self.targets())
-        results = await self.scraper.scrape_all(targets)
+        results = resolve_nodes(await self.scraper.scrape_all(targets))
+        if self.names is not None:
+            self.names.learn(results, {t.url for t in targets})
         self.last_results = {r.target.url: r for r in results}
         await self._record_targets(results)
         try:

@@ -69,6 +69,17 @@ def test_once_prints_the_five_metrics_for_the_replayed_card_and_passes_promtool(
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_the_node_name_is_exported_when_given_and_passes_promtool(
+    tool_env: dict[str, str]
+) -> None:
+    result = run(["--once", "--nvidia-smi", NVIDIA_SMI], {**tool_env, "NODE_NAME": "gpu-07"})
+    assert result.returncode == 0, result.stderr
+    assert Scrape(result.stdout).get("gpu_health_node_info", node="gpu-07") == 1
+    assert promtool_check(result.stdout).returncode == 0
+    bare = run(["--once", "--nvidia-smi", NVIDIA_SMI], tool_env)
+    assert "gpu_health_node_info" not in bare.stdout  # not told: absent, never a guess
+
+
 def test_once_with_every_vendor_and_a_failing_one_exits_zero_and_passes_promtool(
     tool_env: dict[str, str]
 ) -> None:

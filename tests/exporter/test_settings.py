@@ -15,7 +15,7 @@ from gpu_health.exporter.settings import FLAGS, Settings, argument_parser, parse
 from gpu_health.exporter.xid_follower import MAX_BYTES_PER_POLL, MAX_LINE
 
 
-def test_defaults_match_the_issue() -> None:
+def test_defaults() -> None:
     settings = parse_args([], environ={"PATH": "/usr/bin"})
     assert (settings.collect_interval_s, settings.stale_after_s, settings.tool_timeout_s) == (
         60.0, 180.0, 20.0)
@@ -116,3 +116,13 @@ def test_each_flag_default_is_written_once_and_shown_in_the_help() -> None:
     for flag in FLAGS:
         if flag.kind != "text":
             assert f"({flag.default})" in text, flag.flag
+
+
+def test_the_node_name_comes_from_the_flag_or_node_name_and_is_checked() -> None:
+    assert parse_args([], environ={}).node_name is None  # not told: nothing exported
+    assert parse_args([], environ={"NODE_NAME": "gpu-07"}).node_name == "gpu-07"
+    assert parse_args(["--node-name", "gpu-08"], environ={"NODE_NAME": "gpu-07"}).node_name \
+        == "gpu-08"
+    for bad in ("x" * 254, " gpu-07", "a\nb"):
+        with pytest.raises(ConfigError, match="not a node name"):
+            parse_args(["--node-name", bad], environ={})
