@@ -43,9 +43,10 @@ def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_PROM = {"evaluator": {"ingest": {"prometheus": {"url": PROMETHEUS}}}}
+_PROM = {"evaluator": {"ingest": {"source": "prometheus", "prometheus": {"url": PROMETHEUS}}}}
 _RELEASE = {"additionalLabels": {"release": "kube-prometheus-stack"}}
 VALUE_SETS: dict[str, dict[str, Any]] = {
+    "no values": {},  # scrape the chart's own exporters, found by DNS
     "defaults": _PROM,
     "kube-prometheus-stack": merged(_PROM, {
         "exporter": {"serviceMonitor": _RELEASE},

@@ -175,12 +175,12 @@ def test_the_values_schema_refuses(case: str, tmp_path: Path) -> None:
 
 
 TEMPLATE_REFUSALS: dict[str, tuple[dict[str, Any], str]] = {
-    "no prometheus url": ({}, "evaluator.ingest.prometheus.url is required"),
+    "no prometheus url": ({"evaluator": {"ingest": {"source": "prometheus"}}},
+                          "evaluator.ingest.prometheus.url is required"),
     "postgresql with the prometheus source": (
         merged(VALUE_SETS["defaults"], {"evaluator": {"storage": {"url": "postgresql://u@db/x"}}}),
         "needs evaluator.ingest.source scrape"),
-    "scrape without targets": ({"evaluator": {"ingest": {"source": "scrape"}}},
-                               "needs targets"),
+    "scrape without exporters or targets": ({"exporter": {"enabled": False}}, "needs targets"),
 }
 
 

@@ -79,6 +79,12 @@ def test_rendered_config_loads_in_the_evaluator(name: str, tmp_path: Path) -> No
         assert config.alertmanagers == ("http://alertmanager-operated.monitoring:9093",)
         return
     assert config.postgres is None and config.storage_path == tmp_path / "data/gpu-health.duckdb"
+    if name == "no values":  # the chart's own exporters, through their headless Service
+        [dns] = config.dns_sd_configs
+        assert config.ingest.source == "scrape" and not config.static_configs
+        assert (dns.names, dns.type, dns.port) == (("gh-gpu-health-exporter.gpu-health.svc",),
+                                                   "A", 10346)
+        return
     prometheus = config.ingest.prometheus
     assert config.ingest.source == "prometheus" and prometheus is not None
     assert (prometheus.url, prometheus.metrics) == (PROMETHEUS, "ours")
@@ -125,6 +131,14 @@ def test_network_policies_admit_only_the_listed_peers_on_each_port(tmp_path: Pat
         assert spec["ingress"] == [{"ports": [{"port": port, "protocol": "TCP"}], "from": [PEER]}]
         assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == component
     assert by_kind(template(VALUE_SETS["defaults"], tmp_path), "NetworkPolicy") == []
+    # an evaluator that scrapes the exporters itself is admitted beside the listed peers
+    scraping = template({"networkPolicy": {"enabled": True, "exporterFrom": [PEER]}}, tmp_path)
+    [exporter] = [p["spec"] for p in by_kind(scraping, "NetworkPolicy")
+                  if p["metadata"]["labels"]["app.kubernetes.io/component"] == "exporter"]
+    [ingress] = exporter["ingress"]
+    assert ingress["from"][0] == PEER
+    assert ingress["from"][1]["podSelector"]["matchLabels"][
+        "app.kubernetes.io/component"] == "evaluator"
 
 
 def test_helm_test_pod_checks_both_programs_answer(tmp_path: Path) -> None:
@@ -167,3 +181,33 @@ def test_helm_test_pod_checks_both_programs_answer(tmp_path: Path) -> None:
         assert down.returncode == 1 and f"127.0.0.1:{evaluator_port}/readyz failed" in down.stdout
     finally:
         procs.stop_all()
+
+
+async def test_with_no_values_the_evaluator_finds_the_charts_exporters_by_dns(
+        tmp_path: Path) -> None:
+    """``helm template`` with no values: the rendered config, loaded by the evaluator's own
+    loader, discovers the exporters' headless Service through a real DNS server (dnsmasq on
+    loopback stands in for the cluster's DNS, answering the rendered name with one A record per
+    exporter pod), and the headless Service it names is rendered."""
+    from dataclasses import replace
+
+    from gpu_health.evaluator.ingest.discovery import Discovery
+    from tests.dns_support import dns_server
+    from tests.evaluator.ingest_support import T0
+
+    docs = template({}, tmp_path)
+    service = one(docs, "Service", "exporter")
+    assert service["spec"]["clusterIP"] == "None"
+    config = load_rendered(docs, tmp_path)
+    [dns] = config.dns_sd_configs
+    name = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    assert dns.names == (name,)
+    pods = [("10.1.0.7", name), ("10.1.0.8", name)]
+    with dns_server(tmp_path, pods) as server:
+        host, port = server.nameserver.split(":")
+        # the pod's resolver is the cluster's: here the test's server, the rest as rendered
+        pointed = replace(config, dns_sd_configs=(replace(dns, nameservers=((host, int(port)),)),))
+        discovery = Discovery(pointed)
+        await discovery.refresh(T0)
+    assert discovery.ready
+    assert sorted(t.address for t in discovery.targets) == ["10.1.0.7:10346", "10.1.0.8:10346"]

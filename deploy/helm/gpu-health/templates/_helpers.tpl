@@ -106,6 +106,10 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 {{- $_ := set $cfg "ingest" (dict "source" "prometheus" "prometheus" $prom) -}}
 {{- end -}}
+{{- if and (eq $e.ingest.source "scrape") (not (include "gpu-health.hasTargets" .)) -}}
+{{- $names := list (include "gpu-health.exporterDns" .) -}}
+{{- $_ := set $cfg "dns_sd_configs" (list (dict "names" $names "type" "A" "port" (int .Values.exporter.port) "refresh_interval" "30s")) -}}
+{{- end -}}
 {{- $_ := set $cfg "alerting" (dict "alertmanagers" $e.alertmanagers) -}}
 {{- $rules := dict -}}
 {{- if $e.rules.active -}}{{- $_ := set $rules "active" $e.rules.active -}}{{- end -}}
@@ -114,4 +118,15 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $_ := set $cfg "api" (dict "tokens_file" (printf "%s/tokens.yml" (include "gpu-health.secretsDir" .))) -}}
 {{- end -}}
 {{- toYaml (mustMergeOverwrite $cfg (deepCopy $e.config)) -}}
+{{- end -}}
+
+{{/* Whether evaluator.config names targets itself ("" when it does not). */}}
+{{- define "gpu-health.hasTargets" -}}
+{{- $c := .Values.evaluator.config -}}
+{{- if or $c.static_configs $c.file_sd_configs $c.http_sd_configs $c.dns_sd_configs -}}yes{{- end -}}
+{{- end -}}
+
+{{/* The exporters' headless Service as a DNS name the pod's search path completes. */}}
+{{- define "gpu-health.exporterDns" -}}
+{{- printf "%s.%s.svc" (include "gpu-health.exporter" .) .Release.Namespace -}}
 {{- end -}}
