@@ -6,7 +6,7 @@ evaluators on one PostgreSQL store, this evaluator's share of the scrape targets
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -18,7 +18,7 @@ from gpu_health.evaluator.cluster.membership import Cluster
 from gpu_health.evaluator.config.file import Config
 from gpu_health.evaluator.http.api.auth import Principal
 from gpu_health.evaluator.http.ops import NodeViews, add_node_routes, source_views
-from gpu_health.evaluator.ingest.cycle import Ingestor
+from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.discovery import TICK_SECONDS, Discovery
 from gpu_health.evaluator.ingest.pipeline import IngestPipeline
@@ -55,7 +55,7 @@ def readings(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     app.on_stop(retention.close)
     ingestor = _ingestor(config, app, db, retention)
     if config.ingest.prometheus is not None:
-        source, bootstrap = _prometheus(config, app, db, clock, ingestor, rulesets)
+        source, bootstrap = _prometheus(config, app, db, clock, ingestor, rulesets, cluster)
         return Readings(retention, source.present_nodes, source=source, bootstrap=bootstrap)
     pipeline, discovery = _ingest(config, app, db, clock, ingestor, cluster)
     return Readings(retention, _present(discovery), pipeline, discovery)
@@ -71,9 +71,10 @@ def _ingestor(config: Config, app: EvaluatorApp, db: Database,
 
 
 def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
-                ingestor: Ingestor, rulesets: tuple[RuleSet, ...]
+                ingestor: Ingestor, rulesets: tuple[RuleSet, ...], cluster: Cluster | None
                 ) -> tuple[PrometheusSource, HistoryBootstrap]:
-    """Prometheus source -> the same ingestor; the first-start history before it."""
+    """Prometheus source -> the same ingestor; the first-start history before it. Several
+    evaluators: only the leader reads (:func:`_leader_reads`)."""
     c = config.ingest.prometheus
     assert c is not None
     step = c.step or config.scrape.interval
@@ -88,7 +89,8 @@ def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     app.on_stop(source.close)
     app.add_background("history", bootstrap.run)
     app.add_ready_check("source", source.not_ready)
-    app.add_loop("ingest", step, source.run_cycle, priority=True,
+    cycle = source.run_cycle if cluster is None else _leader_reads(source, cluster)
+    app.add_loop("ingest", step, cycle, priority=True,
                  stuck_after=max(3 * step + c.timeout * 4, 300.0))
     add_node_routes(app.web_app, app, source_views(
         source, lambda principal: db.run(visible_nodes, db, principal.tenant_list or [])))
@@ -99,6 +101,26 @@ def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
 
     app.on_start(ready, after_ticks=True)
     return source, bootstrap
+
+
+def _leader_reads(source: PrometheusSource,
+                  cluster: Cluster) -> Callable[[], Awaitable[CycleReport | None]]:
+    """Several evaluators on one store read one Prometheus: only the leader reads, and every
+    transaction of its cycle checks its lease (a deposed leader's late write is refused). A
+    change of leadership resets the source, so a new leader goes on after the newest step the
+    old one wrote: no step written twice, none left out (within ``max_catchup``)."""
+    held: list[int | None] = [None]
+
+    async def cycle() -> CycleReport | None:
+        token = cluster.token
+        if token != held[0]:
+            source.standby(following=token is None)
+            held[0] = token
+        if token is None:
+            return None
+        return await cluster.leading(source.run_cycle)
+
+    return cycle
 
 
 def _present(discovery: Discovery) -> Callable[[], Collection[str] | None]:

@@ -109,13 +109,13 @@ def parse_ha(c: Checker, raw: Mapping[str, Any], postgres: PostgresConfig | None
     if section and postgres is None:
         c.problem("ha: several evaluators need a shared store (storage.url: postgresql://...)")
     ingest = raw.get("ingest")
-    if postgres is not None and isinstance(ingest, Mapping) and \
-            ingest.get("source") == "prometheus":
-        # Each evaluator would read the whole fleet and write it twice; sharing a Prometheus
-        # source between leader and followers is not built (docs/ha.md).
-        c.problem("storage.url: a PostgreSQL store serves evaluators that scrape exporters "
-                  "(ingest.source: scrape); with ingest.source: prometheus keep the DuckDB "
-                  "store")
+    block = ingest.get("prometheus") if isinstance(ingest, Mapping) else None
+    if postgres is not None and isinstance(block, Mapping) and block.get("history"):
+        # The first-start import assumes one process owns the empty store; with several, a
+        # member starting while the leader imports would undo its rows (docs/ha.md).
+        c.problem("ingest.prometheus.history: the first-start history import is not offered "
+                  "with a PostgreSQL store (several evaluators): remove it; the leader reads "
+                  "Prometheus from the newest stored step on")
     values = HA.read(c, section)
     if not 3.0 <= values["lease_ttl"] <= 600.0:
         c.problem(f"ha.lease_ttl: {values['lease_ttl']:g}s is outside 3s..10m")

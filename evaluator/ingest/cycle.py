@@ -60,6 +60,20 @@ class CycleReport:
     xid_rows_written: int = 0
     decisions: Counter[str] = field(default_factory=Counter)
 
+    def add(self, step: CycleReport) -> None:
+        """Sum in one step of a multi-step cycle (sizes are the largest step's)."""
+        self.targets = max(self.targets, step.targets)
+        self.targets_up = max(self.targets_up, step.targets_up)
+        self.cards = max(self.cards, step.cards)
+        self.hits += step.hits
+        self.misses += step.misses
+        self.selects += step.selects
+        self.rows_written += step.rows_written
+        self.nodes_written += step.nodes_written
+        self.xid_series = max(self.xid_series, step.xid_series)
+        self.xid_rows_written += step.xid_rows_written
+        self.decisions.update(step.decisions)
+
 
 class Ingestor:
     """Applies the write rule to scrape results and writes the survivors in one batch."""
@@ -174,6 +188,13 @@ class Ingestor:
         self.xid_cache.forget_where(lambda key: key.node_id in nodes)
         for node in nodes:
             self._nodes.pop(node, None)
+
+    def forget_all(self) -> None:
+        """Drop everything remembered: another evaluator wrote meanwhile (a new leader of a
+        Prometheus source), so every decision reads the store again."""
+        self.cache.forget_where(lambda _: True)
+        self.xid_cache.forget_where(lambda _: True)
+        self._nodes.clear()
 
     def _count(self, report: CycleReport) -> None:
         m = self.metrics

@@ -83,6 +83,7 @@ class SourceStatus:
     last_error: tuple[datetime, str, str] | None = None  # (when, reason, message)
     failing: bool = False
     waiting_for: str | None = None  # e.g. the first-start history import
+    following: bool = False  # several evaluators: another one (the leader) reads
     last_report: CycleReport | None = None
     seen: dict[str, tuple[ScrapeResult, datetime]] = field(default_factory=dict)
 
@@ -125,6 +126,16 @@ class PrometheusSource:
             await self._session.close()
             self._session = None
 
+    def standby(self, following: bool) -> None:
+        """Several evaluators: only the leader reads. On a change of leadership (this one
+        stops leading, or leads with a new lease) everything remembered goes: the next cycle
+        it leads resumes from the store, after the newest step the last leader wrote, with
+        the store's rows as the dedup base (no step read twice, none left out)."""
+        self._resumed = False
+        self.xids = LastXidTracker()
+        self.ingestor.forget_all()
+        self.status = SourceStatus(following=following)
+
     def resume_at(self, cursor: datetime) -> None:
         """Start reading after ``cursor`` (the first-start history ends there)."""
         self.status.cursor, self._resumed = cursor, True
@@ -166,7 +177,7 @@ class PrometheusSource:
             self.metrics.count_dropped(acc.dropped)
         for at, results in step_results(acc, self.ms, xids, self._target, acc.tenants):
             step_report = await self.ingestor.ingest(results)
-            _add(report, step_report)
+            report.add(step_report)
             for result in results:
                 self.status.seen[result.target.node_id] = (result, at)
             if self.metrics is not None:
@@ -266,6 +277,8 @@ class PrometheusSource:
             "max_catchup_seconds": c.max_catchup,
             "last_step_read": _iso(s.cursor), "last_success": _iso(s.last_success),
             "failing": s.failing, "waiting_for": s.waiting_for,
+            "read_by": "the leader (this evaluator follows)" if s.following
+            else "this evaluator",
             "last_error": None if s.last_error is None else {
                 "at": s.last_error[0].isoformat(), "reason": s.last_error[1],
                 "message": s.last_error[2]},
@@ -284,17 +297,3 @@ class PrometheusSource:
 
 def _iso(at: datetime | None) -> str | None:
     return None if at is None else at.isoformat()
-
-
-def _add(total: CycleReport, step: CycleReport) -> None:
-    total.targets = max(total.targets, step.targets)
-    total.targets_up = max(total.targets_up, step.targets_up)
-    total.cards = max(total.cards, step.cards)
-    total.hits += step.hits
-    total.misses += step.misses
-    total.selects += step.selects
-    total.rows_written += step.rows_written
-    total.nodes_written += step.nodes_written
-    total.xid_series = max(total.xid_series, step.xid_series)
-    total.xid_rows_written += step.xid_rows_written
-    total.decisions.update(step.decisions)

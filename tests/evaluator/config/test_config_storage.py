@@ -38,13 +38,22 @@ def test_every_storage_problem_is_listed_once(tmp_path: Path) -> None:
             "storage": {"url": "postgresql://u:inline-secret@/db", "path": "x.duckdb",
                         "password_file": "missing"},
             "ha": {"lease_ttl": "1s"},
-            "ingest": {"source": "prometheus", "prometheus": {"url": "http://p:9090"}},
+            "ingest": {"source": "prometheus", "prometheus": {"url": "http://p:9090",
+                                                              "history": "30d"}},
         }, base=tmp_path)
     text = str(err.value)
     for expected in ("path or url", "password must not be in the URL", "needs a host",
-                     "storage.password_file", "ha.lease_ttl", "ingest.source: prometheus"):
+                     "storage.password_file", "ha.lease_ttl", "ingest.prometheus.history"):
         assert expected in text, expected
     assert "inline-secret" not in text
+
+
+def test_postgresql_with_the_prometheus_source_is_accepted(tmp_path: Path) -> None:
+    """Several evaluators share one Prometheus source: only the leader reads (docs/ha.md)."""
+    config = parse_config({"storage": {"url": "postgresql://u@db.example/gpuhealth"},
+                           "ingest": {"source": "prometheus",
+                                      "prometheus": {"url": "http://p:9090"}}}, base=tmp_path)
+    assert config.postgres is not None and config.ingest.source == "prometheus"
 
 
 def test_ha_without_a_shared_store_is_refused(tmp_path: Path) -> None:

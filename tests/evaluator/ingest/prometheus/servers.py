@@ -54,11 +54,12 @@ def _server(folder: Path, name: str, argv: Callable[[int], list[str]],
         procs.stop_all()
 
 
-def victoria_metrics(folder: Path) -> AbstractContextManager[str]:
-    """A throwaway VictoriaMetrics on a free port; yields its base URL."""
+def victoria_metrics(folder: Path, *flags: str) -> AbstractContextManager[str]:
+    """A throwaway VictoriaMetrics on a free port (with extra ``flags``); yields its base URL."""
     return _server(folder, "victoria-metrics", lambda port: [
         str(VM), f"-storageDataPath={folder / 'vm-data'}", f"-httpListenAddr=127.0.0.1:{port}",
-        "-retentionPeriod=100y", "-search.disableCache", "-loggerLevel=ERROR"], "/health")
+        "-retentionPeriod=100y", "-search.disableCache", "-loggerLevel=ERROR", *flags],
+        "/health")
 
 
 def vm_import(url: str, lines: Sequence[dict[str, Any]]) -> None:
