@@ -64,6 +64,9 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "config": {"http_sd_configs": [{"url": "http://inventory.example:8080/targets"}]},
         "alertmanagers": ["http://alertmanager-operated.monitoring:9093"],
     }},
+    "postgresql-ha-prometheus": merged(_PROM, {"evaluator": {
+        "replicas": 2, "storage": {"url": "postgresql://gpuhealth@postgres.db:5432/gpuhealth",
+                                   "existingSecret": "pg", "existingSecretKey": "password"}}}),
     "xid": merged(_PROM, {"exporter": {"xid": {"enabled": True}}}),
     "node-problem-detector": merged(_PROM, {"nodeProblemDetector": {
         "enabled": True, "tokenFile": "/etc/gpu-health/token", "timeout": "30s"}}),

@@ -177,9 +177,11 @@ def test_the_values_schema_refuses(case: str, tmp_path: Path) -> None:
 TEMPLATE_REFUSALS: dict[str, tuple[dict[str, Any], str]] = {
     "no prometheus url": ({"evaluator": {"ingest": {"source": "prometheus"}}},
                           "evaluator.ingest.prometheus.url is required"),
-    "postgresql with the prometheus source": (
-        merged(VALUE_SETS["defaults"], {"evaluator": {"storage": {"url": "postgresql://u@db/x"}}}),
-        "needs evaluator.ingest.source scrape"),
+    "postgresql with a history import": (
+        merged(VALUE_SETS["defaults"], {"evaluator": {
+            "storage": {"url": "postgresql://u@db/x"},
+            "ingest": {"prometheus": {"history": "30d"}}}}),
+        "history is not offered with evaluator.storage.url"),
     "scrape without exporters or targets": ({"exporter": {"enabled": False}}, "needs targets"),
 }
 

@@ -72,6 +72,10 @@ def load_rendered(docs: list[dict[str, Any]], tmp: Path) -> Config:
 def test_rendered_config_loads_in_the_evaluator(name: str, tmp_path: Path) -> None:
     config = load_rendered(template(VALUE_SETS[name], tmp_path), tmp_path)
     assert config.listen_address == "0.0.0.0:10347"
+    if name == "postgresql-ha-prometheus":  # the leader reads Prometheus (docs/ha.md)
+        assert config.postgres is not None and config.ingest.source == "prometheus"
+        assert config.ingest.prometheus is not None and config.ingest.prometheus.history is None
+        return
     if name == "postgresql-ha":
         assert config.postgres is not None and config.postgres.password == "pg-secret"
         assert config.ingest.source == "scrape" and len(config.http_sd_configs) == 1
