@@ -105,8 +105,10 @@ def prometheus_info(source: PrometheusRange, stats: PrometheusImport, db: Databa
         "cards": len(stats.cards),
         "samples_written": rows,
         "dropped": stats.dropped,
+        "absent": stats.absent,
         "summary": f"prometheus {source.url} ({ms.name} metric names): {stats.series} series, "
-                   f"{len(stats.cards)} cards, {stats.readings} readings, {rows} samples written",
+                   f"{len(stats.cards)} cards, {stats.readings} readings, {rows} samples written"
+                   + (f"; not read: {stats.unread()}" if stats.absent or stats.dropped else ""),
         "assumptions": [
             f"readings every {_span(source.step)} (the scrape interval) from query_range; a "
             "step without a value (no sample within Prometheus's lookback, or a stale series) "

@@ -81,7 +81,15 @@ class PrometheusImport:
     readings: int = 0  # fed to the write rule: change points and keep-alive readings
     changes: int = 0  # change points read
     cards: set[tuple[str, int]] = field(default_factory=set)
-    dropped: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[str] = field(default_factory=Counter)  # values unread, by reason
+    absent: Counter[str] = field(default_factory=Counter)  # change points without a counter
+
+    def unread(self) -> str:
+        """One sentence on what could not be read (empty when everything was)."""
+        parts = [f"{key}: no value at {n} of {self.changes} change points" for key, n in
+                 sorted(self.absent.items())]
+        parts += [f"{n} values unusable ({reason})" for reason, n in sorted(self.dropped.items())]
+        return "; ".join(parts)
 
     @property
     def requests(self) -> int:
@@ -105,7 +113,7 @@ async def import_prometheus(db: Database, source: PrometheusRange, keepalive: ti
     async with client_session(_options(source)) as session:
         client = RangeQuerier(session, source.url, QueryLimits(source.step, CONCURRENCY),
                               stats.query)
-        state.apply(await _read(client, source, source.since, source.since, plain=True))
+        state.apply(await _first_step(client, source))
         reads = [(max(start, source.since + source.step), end) for start, end in pieces]
         # The next chunk is asked for while this one is folded and written (the server and
         # this process work at the same time).
@@ -124,10 +132,30 @@ async def import_prometheus(db: Database, source: PrometheusRange, keepalive: ti
             ahead.cancel()  # a failed chunk: the one asked for ahead is not wanted
     stats.readings = writer.seen
     stats.dropped.update(state.tracker.dropped)
+    stats.absent.update(state.tracker.absent)
+    if stats.absent or stats.dropped:
+        log.warning("history import from %s could not read everything: %s", source.url,
+                    stats.unread())
     log.info("imported %d change points of %d cards from %s (%d requests, %d splits): %d rows",
              stats.changes, len(stats.cards), source.url, stats.requests, stats.splits,
              writer.written)
     return stats
+
+
+async def _first_step(client: RangeQuerier, source: PrometheusRange) -> dict[str, list[Any]]:
+    """The plain reading at ``since``. Asked as the range ``[since, since + step]`` and cut
+    back to ``since``: VictoriaMetrics (1.79, Debian's package) answers a range query ending
+    where a series' first sample is (``[since, since]``, or an instant query at it) with
+    nothing, as it has one raw sample to look back on, while Prometheus answers it; with the
+    next step in the range it answers both. Without this, a counter whose first sample is at
+    ``since`` and that never changed afterwards was never read at all."""
+    by_name = await _read(client, source, source.since, source.since + source.step, plain=True)
+    at = source.since.timestamp()
+    for series_list in by_name.values():
+        for series in series_list:
+            series["values"] = [v for v in series.get("values", ()) if float(v[0]) == at]
+    return {name: [s for s in series_list if s["values"]]
+            for name, series_list in by_name.items()}
 
 
 def _prefetch(client: RangeQuerier, source: PrometheusRange,

@@ -61,6 +61,7 @@ class ChangeTracker:
     cards: dict[CardKey, dict[SeriesId, tuple[str | None, str, str]]] = field(
         default_factory=dict)  # card -> series -> (uuid, metric, value text)
     dropped: dict[str, int] = field(default_factory=dict)
+    absent: dict[str, int] = field(default_factory=dict)  # counter key -> readings without it
 
     def fold(self, by_metric: Mapping[str, Iterable[Mapping[str, Any]]],
              indexes: Mapping[tuple[str, str], int]
@@ -115,6 +116,9 @@ class ChangeTracker:
                 self._drop("duplicate_series")
                 value = None
             values[metric] = value
+        for counter, names in self.ms.counters.items():  # no series of it here: unread
+            if not all(n in values for n in names):
+                self.absent[counter] = self.absent.get(counter, 0) + 1
         return uuids.pop(), counters_of(self.ms, values)
 
     def _drop(self, reason: str) -> None:
