@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -70,6 +71,7 @@ class HistoryBootstrap:
         self.clock = clock
         self.retry = retry
         self.running = False
+        self.on_done: Callable[[], Awaitable[object]] | None = None  # e.g. refresh /metrics
         self.summary: ReplaySummary | None = None
         self.period: tuple[datetime, datetime] | None = None  # what the history covers
 
@@ -157,3 +159,5 @@ class HistoryBootstrap:
         self.live.resume_at(until)
         self.live.status.waiting_for = None
         self.running = False
+        if self.on_done is not None:  # the figures of the replayed history, at once
+            await self.on_done()

@@ -28,6 +28,7 @@ import socket
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -204,6 +205,8 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
                             registry=app.node_registry, policy=policy, shadows=shadows)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
+    if bootstrap is not None:  # a replayed history changes every figure: no stale one stays
+        bootstrap.on_done = partial(state.refresh, now=True)
     alerts = _alert_loop(config, app, db, clock, readings.present,
                          None if policy is None else state.card_actions, lead)
     remediation_loop(config, app, db, clock, actions=None if policy is None else

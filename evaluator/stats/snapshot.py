@@ -119,10 +119,12 @@ class PredictionState:
         self._started: float | None = None  # monotonic start of the last refresh
         registry.register(self.collector)
 
-    async def refresh(self) -> Snapshot | None:
-        """Compute a new snapshot, or None when the database budget says not yet."""
+    async def refresh(self, *, now: bool = False) -> Snapshot | None:
+        """Compute a new snapshot, or None when the database budget says not yet; ``now``:
+        whatever the budget says (the store changed wholesale, e.g. a history replay ended, and
+        no figure from before may outlive it)."""
         last, started = self.collector.snapshot, self.monotonic()
-        if last is not None and self._started is not None and \
+        if not now and last is not None and self._started is not None and \
                 started - self._started < DB_SHARE * last.duration_seconds:
             return None
         self._started = started
