@@ -6,7 +6,9 @@ version's ``stats_min_matured`` matured predictions or ``stats_min_observed_days
 days, and so is each 95% Wilson interval. The train part is read as of its end
 (:class:`~gpu_health.evaluator.calibrate.split.Part`). Per class (``first_fault``, ``repeat``):
 predictions by status, matured, precision and recall with their intervals, faulty and
-predicted faulty cards, lead times (fault minus t0 of the prediction whose window held it) and,
+predicted faulty cards, lead times (fault minus t0 of the prediction whose window held it), how
+many credited faults a window opened before the part holds (``credited_from_other_part``: the
+test part's recall credits them while its precision counts only its own predictions) and,
 with costs, GPU-hours saved (:func:`gpu_health.evaluator.backtest.compare.gpu_hours_saved`).
 """
 
@@ -20,7 +22,7 @@ from gpu_health.evaluator.backtest.report import class_savings, days_summary, fa
 from gpu_health.evaluator.calibrate.split import Part
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.stats.document import stats_document
-from gpu_health.evaluator.store.backtest_queries import lead_times
+from gpu_health.evaluator.store.backtest_queries import credited_from_before, lead_times
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.sample_facts import SampleFacts, sample_facts
 from gpu_health.evaluator.store.stats import raw_stats
@@ -68,6 +70,9 @@ def part_metrics(db: Database, ruleset: RuleSet, part: Part, costs: Costs | None
                 if window in f.predicted_by and f.first == (cls == "first_fault")]
         result[cls] = {**{k: stats[k] for k in FIELDS},
                        "lead_time_days": days_summary(lead_times(db, ruleset.version, held)),
+                       # recall credits them, precision counts only this part's predictions
+                       "credited_from_other_part": credited_from_before(
+                           db, ruleset.version, held, part.since),
                        "gpu_hours_saved": saved[cls]}
     result["gpu_hours_saved"] = None if costs is None else round(
         sum(result[c]["gpu_hours_saved"] for c in ("first_fault", "repeat")), 6)

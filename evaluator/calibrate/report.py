@@ -65,7 +65,8 @@ def describe(metrics: dict[str, Any] | None) -> str:
     text = (f"first-fault precision {_num(f['precision'])}{_ci(f['precision_ci95'])} "
             f"({p['hit']} hit / {f['matured']} matured), recall {_num(f['recall'])}"
             f"{_ci(f['recall_ci95'])} ({f['predicted_faulty_cards']} of {f['faulty_cards']} "
-            f"first faults), median lead {_num(f['lead_time_days']['median'])} d")
+            f"first faults, {f['credited_from_other_part']} of them held by a window opened "
+            f"in the other part), median lead {_num(f['lead_time_days']['median'])} d")
     if metrics.get("gpu_hours_saved") is not None:
         text += f", {metrics['gpu_hours_saved']:g} GPU-hours saved"
     return text

@@ -202,6 +202,24 @@ def lead_times(db: Database, version: str, faults: Sequence[Fault], *,
     return sorted(r[0] for r in rows)
 
 
+def credited_from_before(db: Database, version: str, faults: Sequence[Fault],
+                         since: datetime) -> int:
+    """How many of ``faults`` a window of the version holds that opened (its prediction's t0)
+    before ``since``: in a split, a window of the other part."""
+    if not faults:
+        return 0
+    row = db.fetchone(
+        f"""WITH {_FAULTS}
+        SELECT count(*) FROM (SELECT 1 FROM f JOIN gpu_health_predictions p
+          ON p.node_id = f.node_id AND p.gpu_index = f.gpu_index
+         AND p.gpu_uuid IS NOT DISTINCT FROM f.gpu_uuid AND p.rule_version = $v
+         AND p.t0 < f.at AND f.at <= p.window_end
+        GROUP BY f.node_id, f.gpu_index, f.gpu_uuid, f.at HAVING min(p.t0) < $since) x""",
+        {**_fault_params(faults), "v": version, "since": to_naive_utc(since)},
+    )
+    return int(row[0]) if row else 0
+
+
 def preceded_by_correctable(db: Database, faults: Sequence[Fault]) -> int:
     """How many faults have, on the same card, a sample with a known correctable count above 0
     strictly before the fault: the most any correctable-ECC rule could ever predict."""

@@ -62,6 +62,10 @@ def test_finds_confirms_and_writes_a_better_version(tmp_path: Path, fleet: Path,
     low, high = test["recall_ci95"]
     assert low < test["recall"] < high
     assert base["test"]["first_fault"]["predicted_faulty_cards"] < test["predicted_faulty_cards"]
+    # recall credits faults held by a window opened in the train part: counted and said
+    assert 0 <= test["credited_from_other_part"] <= test["predicted_faulty_cards"]
+    assert chosen["train"]["first_fault"]["credited_from_other_part"] == 0  # nothing before it
+    assert "of them held by a window opened in the other part" in text
     assert {b["version"] for b in report["baselines"]} == {"baseline-new-correctable",
                                                             "baseline-repeat"}
     assert len(report["candidates"]) == 4 and report["search"]["default"] is False
