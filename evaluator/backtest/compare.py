@@ -1,14 +1,18 @@
-"""Which of two rule versions is better on the same data, and what a version's warnings are worth
-(pure).
+"""Which of two rule versions is better on the same data, beyond chance, and what a version's
+warnings are worth (pure).
 
-**Pareto on first faults.** Version A beats B when its first-fault recall is higher at a
-first-fault precision at least B's, or its precision is higher at a recall at least B's. A
-single number (F1, a recall at any precision) would let a rule that predicts every card every
-week (recall 0.9, precision 0.03) look better than a useful one; a Pareto comparison never
-trades one for the other silently. When neither dominates, the cost figure decides if the
-operator gave costs; otherwise the answer is "neither dominates", with both points shown. A
+**Beyond chance, on first faults.** Version A beats B when one of its first-fault ratios is
+higher by a difference whose 95% interval excludes 0, and the other is not lower beyond chance
+(:mod:`gpu_health.evaluator.stats.differences`): precision as two independent proportions of
+each version's own matured predictions (Newcombe's hybrid score interval); recall paired over
+the same faulty cards, each caught or not by each version (Newcombe's paired interval, with the
+exact McNemar p-value beside it), when both versions judge the same faults (the same fault
+definition); otherwise unpaired. Point estimates alone called precision 2/65 against 2/72 at the
+same recall "dominates"; a single number (F1, a recall at any precision) would let a rule that
+predicts every card every week (recall 0.9, precision 0.03) look better than a useful one. A
 null ratio (not enough data) makes the pair not comparable: no verdict is made of a number the
-statistics withhold.
+statistics withhold. When neither beats the other beyond chance, the cost figure is said (which
+would save more GPU-hours) but decides nothing: it has no interval.
 
 **Costs** (Boixaderas et al., "Cost-aware prediction of uncorrected DRAM errors in the field",
 SC20): an unpredicted fault costs ``cost_failure`` GPU-hours (the job's GPUs x the mean time
@@ -28,6 +32,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
+
+from gpu_health.evaluator.stats.differences import (
+    Difference,
+    mcnemar_exact,
+    paired_difference,
+    unpaired_difference,
+)
 
 Winner = Literal["a", "b"]
 
@@ -58,13 +69,18 @@ def gpu_hours_saved(costs: Costs | None, warning_leads: Sequence[timedelta],
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """A version's first-fault precision and recall (None: not enough data) and, with costs,
-    its GPU-hours saved."""
+    """A version's first-fault precision and recall (None: not enough data), the counts they
+    come from and, with costs, its GPU-hours saved."""
 
     name: str
     precision: float | None
     recall: float | None
     saved: float | None = None
+    hits: int = 0  # matured predictions that were hits (precision's numerator)
+    matured: int = 0
+    faulty: int = 0  # first faults (recall's denominator)
+    caught: frozenset[str] = frozenset()  # the first faults its windows held
+    definition: tuple[int, ...] = ()  # fault_xids: the same faults only under the same one
 
     def text(self) -> str:
         shown = f"precision {_num(self.precision)}, recall {_num(self.recall)}"
@@ -73,25 +89,46 @@ class Point:
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """``winner`` None: not comparable, or neither dominates (``by`` says which)."""
+    """``winner`` None: not comparable, or neither beats the other beyond chance."""
 
     winner: Winner | None
-    by: Literal["pareto", "cost", "neither", "not_comparable"]
+    by: Literal["beyond_chance", "neither", "not_comparable"]
     reason: str
+    precision: Difference | None = None  # first minus second
+    recall: Difference | None = None
+    mcnemar_p: float | None = None  # with a paired recall
 
     def as_dict(self) -> dict[str, Any]:
-        return {"winner": self.winner, "by": self.by, "reason": self.reason}
+        out: dict[str, Any] = {"winner": self.winner, "by": self.by, "reason": self.reason}
+        if self.precision is not None and self.recall is not None:
+            out["differences"] = {"precision": self.precision.as_dict(),
+                                  "recall": self.recall.as_dict(),
+                                  "recall_mcnemar_exact_p": None if self.mcnemar_p is None
+                                  else round(self.mcnemar_p, 6)}
+        return out
 
 
 def _num(value: float | None) -> str:
     return "null" if value is None else f"{value:.3f}"
 
 
-def dominates(a: Point, b: Point) -> bool:
-    """Pareto: higher recall at precision >= b's, or higher precision at recall >= b's."""
-    assert None not in (a.precision, a.recall, b.precision, b.recall)
-    ap, ar, bp, br = a.precision or 0.0, a.recall or 0.0, b.precision or 0.0, b.recall or 0.0
-    return (ar > br and ap >= bp) or (ap > bp and ar >= br)
+def differences(a: Point, b: Point) -> tuple[Difference, Difference, float | None]:
+    """Precision and recall of ``a`` minus ``b`` with their intervals, and the exact McNemar
+    p-value when the recall is paired."""
+    precision = unpaired_difference(a.hits, a.matured, b.hits, b.matured)
+    if a.definition == b.definition and a.faulty == b.faulty:
+        both = len(a.caught & b.caught)
+        only_a, only_b = len(a.caught - b.caught), len(b.caught - a.caught)
+        recall = paired_difference(both, only_a, only_b, a.faulty - both - only_a - only_b)
+        return precision, recall, mcnemar_exact(only_a, only_b)
+    return precision, unpaired_difference(len(a.caught), a.faulty, len(b.caught),
+                                          b.faulty), None
+
+
+def beats(precision: Difference, recall: Difference) -> bool:
+    """Better on one ratio beyond chance, and not worse beyond chance on the other."""
+    return (recall.above_zero and not precision.below_zero) or \
+        (precision.above_zero and not recall.below_zero)
 
 
 def compare(a: Point, b: Point) -> Comparison:
@@ -100,14 +137,26 @@ def compare(a: Point, b: Point) -> Comparison:
                for p in (a, b) for k in ("precision", "recall") if getattr(p, k) is None]
     if missing:
         return Comparison(None, "not_comparable", "not comparable: " + "; ".join(missing))
-    pairs: tuple[tuple[Winner, Point, Point], ...] = (("a", a, b), ("b", b, a))
-    for winner, x, y in pairs:
-        if dominates(x, y):
-            return Comparison(winner, "pareto", f"{x.name} dominates {y.name} on first faults "
-                                                f"({x.text()} vs {y.text()})")
+    precision, recall, p_value = differences(a, b)
+    detail = (f"precision {a.name} - {b.name} {precision.text()} ({precision.method}), recall "
+              f"{recall.text()} ({recall.method}"
+              + ("" if p_value is None else f", exact McNemar p = {p_value:.3g}") + ")")
+    if beats(precision, recall):
+        return Comparison("a", "beyond_chance", f"{a.name} beats {b.name} beyond chance on "
+                                                f"first faults: {detail}", precision, recall,
+                          p_value)
+    if beats(_flip(precision), _flip(recall)):
+        return Comparison("b", "beyond_chance", f"{b.name} beats {a.name} beyond chance on "
+                                                f"first faults: {detail}", precision, recall,
+                          p_value)
+    costs = ""
     if a.saved is not None and b.saved is not None and a.saved != b.saved:
-        winner, x, y = pairs[0] if a.saved > b.saved else pairs[1]
-        return Comparison(winner, "cost", f"neither dominates on first faults; {x.name} saves "
-                                          f"more GPU-hours ({x.saved:g} vs {y.saved:g})")
-    return Comparison(None, "neither", f"neither dominates: {a.name} ({a.text()}) vs {b.name} "
-                                       f"({b.text()})")
+        x, y = (a, b) if a.saved > b.saved else (b, a)
+        costs = (f"; {x.name} would save more GPU-hours ({x.saved:g} vs {y.saved:g}), which "
+                 "has no interval and decides nothing")
+    return Comparison(None, "neither", f"neither beats the other beyond chance: {detail}"
+                                       + costs, precision, recall, p_value)
+
+
+def _flip(d: Difference) -> Difference:
+    return Difference(-d.estimate, -d.high, -d.low, d.method)

@@ -16,10 +16,11 @@ a card that had already failed. The baselines of ``rules/baselines/`` (a naive "
 correctable error in 24 h" and "repeat after any uncorrectable increase") are replayed by the
 same engine on the same data and reported in ``baselines`` with the same shape; each version
 gets its ``lift`` over each baseline of its window per class (its value / the baseline's; null
-when either is null or the baseline's is 0), a ``comparisons`` entry per baseline (the Pareto
-rule of :mod:`gpu_health.evaluator.backtest.compare`: first-fault recall higher at precision at
-least as high, or the reverse; the cost figure when neither dominates and costs were given), and a
-``flag`` when a baseline beats it or it cannot be compared with any.
+when either is null or the baseline's is 0), a ``comparisons`` entry per baseline (the rule of
+:mod:`gpu_health.evaluator.backtest.compare`: a first-fault ratio higher beyond chance, the other
+not lower beyond chance, with both differences and their 95% intervals), and a ``flag`` when a
+baseline beats it beyond chance or it cannot be compared with any. Each class lists the faults
+its windows ``caught`` (``node/gpu@time``), from which a paired recall is counted.
 
 With costs (``--cost-failure``, ``--cost-mitigation``, ``--mitigation-time``), every version and
 class also gets ``gpu_hours_saved``
@@ -75,6 +76,13 @@ def fault_key(f: Fault) -> tuple[str, int, str | None, datetime]:
     return (f.node_id, f.gpu_index, f.gpu_uuid, f.first_fault_at)
 
 
+def caught(faults: Sequence[Fault], window: int, first: bool) -> list[str]:
+    """The faults of one class (first or repeat) a window of ``window_days`` held, as
+    ``node/gpu@time`` (sorted): which faults two versions both caught, for a paired recall."""
+    return sorted(f"{f.node_id}/{f.gpu_index}@{rfc3339(f.first_fault_at)}" for f in faults
+                  if window in f.predicted_by and f.first == first)
+
+
 def class_savings(db: Database, version: str, window: int, faults: Sequence[Fault],
                   predictions: dict[str, dict[str, int]],
                   costs: Costs | None) -> dict[str, float | None]:
@@ -115,7 +123,8 @@ def version_report(db: Database, variant: Variant, summary: ReplaySummary,
                                "sufficient", "note", "faulty_cards", "predicted_faulty_cards",
                                "missed_cards")},
         "by_class": {cls: {**{k: stats[k] for k in CLASS_FIELDS},
-                           "gpu_hours_saved": saved[cls]}
+                           "gpu_hours_saved": saved[cls],
+                           "caught": caught(raw.faults, window, cls == "first_fault")}
                      for cls, stats in own["by_class"].items()},
         "lead_time_days": days_summary(lead),
         "gpu_hours_saved": None if costs is None else round(
@@ -184,7 +193,10 @@ def point(row: dict[str, Any]) -> Point:
     """A report row's first-fault precision and recall, and its GPU-hours saved."""
     first = row["by_class"]["first_fault"]
     return Point(row.get("label", row["version"]), first["precision"], first["recall"],
-                 row.get("gpu_hours_saved"))
+                 row.get("gpu_hours_saved"), hits=first["predictions"]["hit"],
+                 matured=first["matured"], faulty=first["faulty_cards"],
+                 caught=frozenset(first.get("caught", ())),
+                 definition=tuple(row.get("params", {}).get("fault_xids", ())))
 
 
 def compare_with_baselines(row: dict[str, Any], baselines: Sequence[dict[str, Any]]) -> None:

@@ -11,11 +11,12 @@ GPU-hours saved; ties by fewer changes, then name. A candidate whose needed numb
 - ``insufficient``: fewer than ``min_test_faults`` first faults in the test part. Too few to
   tell a better rule from luck: no rule is written, whatever the search found;
 - ``no_candidate``: nothing met the objective on the train part;
-- ``better``: the chosen version beats the base
-(:func:`gpu_health.evaluator.backtest.compare.compare`:
-  Pareto on first faults, costs when neither dominates) and no baseline beats the chosen one;
+- ``better``: the chosen version beats the base beyond chance
+  (:func:`gpu_health.evaluator.backtest.compare.compare`: higher first-fault recall or precision
+  by a difference whose 95% interval excludes 0, the other ratio not lower beyond chance) and no
+  baseline beats it beyond chance;
 - ``not_better``: anything else, with the comparison that failed (the choice is the base itself,
-  the base or a baseline wins, neither dominates, or a number is null).
+  the base or a baseline wins, neither beats the other beyond chance, or a number is null).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.backtest.compare import Costs, Point
-from gpu_health.evaluator.backtest.report import class_savings, days_summary, fault_key
+from gpu_health.evaluator.backtest.report import caught, class_savings, days_summary, fault_key
 from gpu_health.evaluator.calibrate.split import Part
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.stats.document import stats_document
@@ -62,7 +62,7 @@ def part_metrics(db: Database, ruleset: RuleSet, part: Part, costs: Costs | None
     doc = stats_document(raw, source=SOURCE_REAL, since=part.since, until=part.until,
                          ruleset=ruleset)
     own = next(w for w in doc["windows"] if w["window_days"] == window)
-    result: dict[str, Any] = {"observed_days": own["observed_days"]}
+    result: dict[str, Any] = {"observed_days": own["observed_days"], "fault_xids": list(xids)}
     saved = class_savings(db, ruleset.version, window, raw.faults,
                           {cls: c["predictions"] for cls, c in own["by_class"].items()}, costs)
     for cls, stats in own["by_class"].items():
@@ -73,6 +73,7 @@ def part_metrics(db: Database, ruleset: RuleSet, part: Part, costs: Costs | None
                        # recall credits them, precision counts only this part's predictions
                        "credited_from_other_part": credited_from_before(
                            db, ruleset.version, held, part.since),
+                       "caught": caught(raw.faults, window, cls == "first_fault"),
                        "gpu_hours_saved": saved[cls]}
     result["gpu_hours_saved"] = None if costs is None else round(
         sum(result[c]["gpu_hours_saved"] for c in ("first_fault", "repeat")), 6)
@@ -82,4 +83,7 @@ def part_metrics(db: Database, ruleset: RuleSet, part: Part, costs: Costs | None
 def point(name: str, metrics: dict[str, Any]) -> Point:
     """First-fault precision and recall, and GPU-hours saved, for the Pareto comparison."""
     first = metrics["first_fault"]
-    return Point(name, first["precision"], first["recall"], metrics["gpu_hours_saved"])
+    return Point(name, first["precision"], first["recall"], metrics["gpu_hours_saved"],
+                 hits=first["predictions"]["hit"], matured=first["matured"],
+                 faulty=first["faulty_cards"], caught=frozenset(first["caught"]),
+                 definition=tuple(metrics["fault_xids"]))

@@ -37,29 +37,41 @@ def test_cost_objective_takes_the_most_saved() -> None:
     assert choose(Objective("cost"), found).version == "y"  # type: ignore[union-attr]
 
 
+def pt(name: str, hits: int | None, matured: int, caught: int | None,
+       faulty: int = 32) -> Point:
+    """A test-part point from counts (None: the ratio is withheld, not enough data)."""
+    return Point(name, None if hits is None else hits / matured,
+                 None if caught is None else caught / faulty, hits=hits or 0, matured=matured,
+                 faulty=faulty, caught=frozenset(f"f{i}" for i in range(caught or 0)))
+
+
 def kw(**changes: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "test_first_faults": 30, "min_test_faults": 20, "objective": Objective(),
-        "chosen": Point("cal", 0.23, 0.75), "base": Point("v1", 0.0, 0.0),
-        "baselines": [Point("naive", 0.05, 0.81), Point("repeat", None, None)]}
+        "chosen": pt("cal", 23, 100, 24), "base": pt("v1", 0, 40, 0),
+        "baselines": [pt("naive", 5, 500, 26), pt("repeat", None, 0, None)]}
     return base | changes
 
 
 def test_verdicts() -> None:
-    assert verdict(**kw()).status == "better"
-    assert "no baseline beats it" in verdict(**kw()).reason
+    good = verdict(**kw())
+    assert good.status == "better", good.reason
+    assert "beyond chance" in good.reason and "no baseline beats it" in good.reason
     thin = verdict(**kw(test_first_faults=19))
     assert thin.status == "insufficient" and "19 first faults, fewer than the 20" in thin.reason
     assert verdict(**kw(chosen=None)).status == "no_candidate"
-    same = verdict(**kw(chosen=Point("v1", 0.0, 0.0)))
+    same = verdict(**kw(chosen=pt("v1", 0, 40, 0)))
     assert same.status == "not_better" and "the base v1 itself" in same.reason
-    worse = verdict(**kw(chosen=Point("cal", 0.0, 0.0), base=Point("v1", 0.1, 0.2)))
-    assert worse.status == "not_better" and "v1 dominates cal" in worse.reason
-    trade = verdict(**kw(base=Point("v1", 0.5, 0.1)))
-    assert trade.status == "not_better" and "neither dominates" in trade.reason
-    unknown = verdict(**kw(base=Point("v1", None, None)))
+    worse = verdict(**kw(chosen=pt("cal", 0, 40, 0), base=pt("v1", 10, 40, 12)))
+    assert worse.status == "not_better" and "v1 beats cal beyond chance" in worse.reason
+    trade = verdict(**kw(base=pt("v1", 50, 100, 3)))
+    assert trade.status == "not_better" and "neither beats the other" in trade.reason
+    unknown = verdict(**kw(base=pt("v1", None, 0, None)))
     assert unknown.status == "not_better" and "not comparable" in unknown.reason
-    beaten = verdict(**kw(baselines=[Point("naive", 0.3, 0.8)]))
+    beaten = verdict(**kw(baselines=[pt("naive", 60, 100, 31)]))
     assert beaten.status == "not_better" and "a baseline beats it" in beaten.reason
+    # ahead on points but within chance: not better
+    chance = verdict(**kw(chosen=pt("cal", 3, 60, 4), base=pt("v1", 2, 65, 2)))
+    assert chance.status == "not_better" and "neither beats the other" in chance.reason
     # insufficient comes first, whatever the search found
     assert verdict(**kw(test_first_faults=3, chosen=None)).status == "insufficient"
