@@ -110,12 +110,13 @@ class Rig:
         return (newest is not None and newest >= at + timedelta(seconds=steps * STEP_S)) or None
 
     def sample_writes(self, member: str) -> list[datetime]:
-        """When ``member`` inserted readings, from the server log."""
+        """When ``member`` inserted readings into this test's database, from the server log
+        (the cluster serves the whole session: other tests' members have the same names)."""
         times = []
         for line in self.server.log_lines():
             parts = line.split("@", 3)
             if len(parts) == 4 and parts[1] == f"gpu-health-evaluator/{member}" and \
-                    "INSERT INTO gpu_health_samples" in parts[3]:
+                    parts[2] == self.database and "INSERT INTO gpu_health_samples" in parts[3]:
                 times.append(datetime.strptime(parts[0], "%Y-%m-%d %H:%M:%S.%f %Z")
                              .replace(tzinfo=UTC))
         return times

@@ -179,16 +179,7 @@ def test_only_predictions_with_an_open_window_alert(vm: str, tmp_path: Path) -> 
     svc = service(tmp_path, vm, clock, "alerts")
 
     async def run() -> None:
-        await svc.app.open()
-        await svc.app.run_tick("prediction_state")  # /metrics' figures before the history
-        before = svc.prediction_state.collector.snapshot
-        assert before is not None and svc.bootstrap is not None
-        await svc.bootstrap.run()
-        # They showed the shadow's outcomes as 0 for about ten snapshot periods after the
-        # replay; now the replay's end refreshes them at once (no tick ran in between).
-        after = svc.prediction_state.collector.snapshot
-        assert after is not None and after is not before
-        assert {v: s for v, _, s in after.versions} != {v: s for v, _, s in before.versions}
+        await started(svc)
         await svc.app.run_tick("alerts")
 
     asyncio.run(run())
