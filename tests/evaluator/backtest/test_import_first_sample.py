@@ -19,7 +19,7 @@ from gpu_health.clock import from_naive_utc
 from gpu_health.evaluator.backtest.prometheus import PrometheusRange, import_prometheus
 from gpu_health.evaluator.ingest.prometheus.metricsets import OURS
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from tests.evaluator.ingest.prometheus.servers import VM, VM_MISSING, victoria_metrics, vm_import
+from tests.evaluator.ingest.prometheus.servers import VM, VM_MISSING, loaded_victoria_metrics
 
 pytestmark = pytest.mark.skipif(VM is None, reason=VM_MISSING)
 
@@ -44,9 +44,7 @@ def _lines() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with victoria_metrics(tmp_path_factory.mktemp("vm")) as url:
-        vm_import(url, _lines())
-        yield url
+    yield from loaded_victoria_metrics(tmp_path_factory, _lines())
 
 
 def test_constant_counters_are_read_from_the_first_sample(vm: str, tmp_path: Path) -> None:

@@ -62,6 +62,14 @@ def victoria_metrics(folder: Path, *flags: str) -> AbstractContextManager[str]:
         "/health")
 
 
+def loaded_victoria_metrics(factory: Any, lines: Sequence[dict[str, Any]]) -> Iterator[str]:
+    """A module fixture's body: a VictoriaMetrics loaded with ``lines``, its base URL yielded
+    (``factory``: pytest's ``tmp_path_factory``)."""
+    with victoria_metrics(factory.mktemp("vm")) as url:
+        vm_import(url, lines)
+        yield url
+
+
 def vm_import(url: str, lines: Sequence[dict[str, Any]]) -> None:
     """POST JSON lines to /api/v1/import, then flush so that queries see them at once."""
     body = "\n".join(json.dumps(line) for line in lines).encode()

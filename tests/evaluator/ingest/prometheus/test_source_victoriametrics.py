@@ -36,8 +36,7 @@ from tests.evaluator.ingest.prometheus.servers import (
     VM,
     VM_MISSING,
     Switch,
-    victoria_metrics,
-    vm_import,
+    loaded_victoria_metrics,
 )
 
 pytestmark = pytest.mark.skipif(VM is None, reason=VM_MISSING)
@@ -85,9 +84,7 @@ def _lines() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with victoria_metrics(tmp_path_factory.mktemp("vm")) as url:
-        vm_import(url, _lines())
-        yield url
+    yield from loaded_victoria_metrics(tmp_path_factory, _lines())
 
 
 class Clock:
