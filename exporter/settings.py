@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from gpu_health import __version__
-from gpu_health.contract import MAX_NODE_NAME
+from gpu_health.contract import MAX_NODE_NAME, is_node_name
 from gpu_health.durations import parse_duration
 from gpu_health.errors import ConfigError
 from gpu_health.logformat import FORMATS, LEVEL_NAMES, level_number
@@ -192,7 +192,7 @@ def _node_name(flag: str | None, environ: Mapping[str, str],
     name = flag if flag is not None else environ.get("NODE_NAME")
     if not name:
         return None
-    if len(name) > MAX_NODE_NAME or not name.isprintable() or name != name.strip():
+    if not is_node_name(name):
         problems.append(f"--node-name / $NODE_NAME: not a node name (printable, no surrounding "
                         f"spaces, at most {MAX_NODE_NAME} characters)")
         return None

@@ -61,6 +61,12 @@ NODE_METRIC: Final = METRIC_PREFIX + "node_info"
 NODE_LABEL: Final = "node"
 MAX_NODE_NAME: Final = 253  # a DNS name's limit, the store's node id limit too
 
+
+def is_node_name(name: str) -> bool:
+    """What the exporter accepts and the evaluator takes as a node name: printable, no
+    surrounding spaces, 1 to MAX_NODE_NAME characters."""
+    return 0 < len(name) <= MAX_NODE_NAME and name.isprintable() and name == name.strip()
+
 # Labels on every per-card series; gpu_info adds "model".
 CARD_LABELS: Final[tuple[str, ...]] = ("gpu", "uuid", "vendor")
 INFO_LABELS: Final[tuple[str, ...]] = (*CARD_LABELS, "model")

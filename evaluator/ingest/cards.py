@@ -36,7 +36,6 @@ from gpu_health.contract import (
     COUNTER_KEYS,
     DETAIL_KEYS,
     INFO_METRIC,
-    MAX_NODE_NAME,
     METRIC_NAMES,
     METRIC_PREFIX,
     NODE_LABEL,
@@ -46,6 +45,7 @@ from gpu_health.contract import (
     RECOVERY_METRIC,
     REMAP_ROW_METRICS,
     XID_METRIC,
+    is_node_name,
 )
 from gpu_health.errors import ParseError
 from gpu_health.evaluator.ingest.exposition import RawSample, parse_samples
@@ -238,8 +238,7 @@ def extract_cards(samples: Iterable[RawSample],
 
 def _node_name(sample: RawSample, names: set[str], ignored: Counter[str]) -> None:
     name = sample.labels.get(NODE_LABEL, "")
-    if (not name or len(name) > MAX_NODE_NAME or not name.isprintable()
-            or name != name.strip()):
+    if not is_node_name(name):
         ignored["bad_node_label"] += 1
     else:
         names.add(name)

@@ -181,6 +181,15 @@ def _fault_params(faults: Sequence[Fault]) -> dict[str, Any]:
             "u": [f[2] for f in faults], "at": [to_naive_utc(f[3]) for f in faults]}
 
 
+# Each fault joined to the version's predictions whose window (t0, window_end] holds it, one
+# group per fault (``$v``: the version).
+_HELD: Final = """f JOIN gpu_health_predictions p
+          ON p.node_id = f.node_id AND p.gpu_index = f.gpu_index
+         AND p.gpu_uuid IS NOT DISTINCT FROM f.gpu_uuid AND p.rule_version = $v
+         AND p.t0 < f.at AND f.at <= p.window_end
+        GROUP BY f.node_id, f.gpu_index, f.gpu_uuid, f.at"""
+
+
 def lead_times(db: Database, version: str, faults: Sequence[Fault], *,
                warned: bool = False) -> list[timedelta]:
     """For each fault (node, index, uuid, first fault), the time from the t0 of the version's
@@ -192,11 +201,7 @@ def lead_times(db: Database, version: str, faults: Sequence[Fault], *,
     start = "predicted_at" if warned else "t0"
     rows = db.fetchall(
         f"""WITH {_FAULTS}
-        SELECT f.at - min(p.{start}) FROM f JOIN gpu_health_predictions p
-          ON p.node_id = f.node_id AND p.gpu_index = f.gpu_index
-         AND p.gpu_uuid IS NOT DISTINCT FROM f.gpu_uuid AND p.rule_version = $v
-         AND p.t0 < f.at AND f.at <= p.window_end
-        GROUP BY f.node_id, f.gpu_index, f.gpu_uuid, f.at""",
+        SELECT f.at - min(p.{start}) FROM {_HELD}""",
         {**_fault_params(faults), "v": version},
     )
     return sorted(r[0] for r in rows)
@@ -210,11 +215,7 @@ def credited_from_before(db: Database, version: str, faults: Sequence[Fault],
         return 0
     row = db.fetchone(
         f"""WITH {_FAULTS}
-        SELECT count(*) FROM (SELECT 1 FROM f JOIN gpu_health_predictions p
-          ON p.node_id = f.node_id AND p.gpu_index = f.gpu_index
-         AND p.gpu_uuid IS NOT DISTINCT FROM f.gpu_uuid AND p.rule_version = $v
-         AND p.t0 < f.at AND f.at <= p.window_end
-        GROUP BY f.node_id, f.gpu_index, f.gpu_uuid, f.at HAVING min(p.t0) < $since) x""",
+        SELECT count(*) FROM (SELECT 1 FROM {_HELD} HAVING min(p.t0) < $since) x""",
         {**_fault_params(faults), "v": version, "since": to_naive_utc(since)},
     )
     return int(row[0]) if row else 0
