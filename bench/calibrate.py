@@ -9,11 +9,14 @@ Two runs, each timed end to end through the command (replays, both parts' statis
    run on a copy of the same file, the reference: a full tick-by-tick replay
    (:func:`gpu_health.evaluator.backtest.replay.replay`) of the base version alone, so the printed
    ratio says what the shared replay saves per candidate whatever the machine's speed today;
+   then the same calibration from ``rules/v3-ecc-sustained.yaml`` (the trend signal whose windows
+   leave out their busiest hours), on the same file;
 2. the public Calchas HBM dataset (../shared/datasets/calchas/hbm-errors.csv) through
    ``--events --preset calchas`` (target < 2 minutes).
 
     python -m bench.calibrate            # both
     python -m bench.calibrate --quick    # 64 cards x 60 days, and Calchas
+    python -m bench.calibrate --reports DIR   # also keep the JSON reports in DIR
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from tests.evaluator.calibrate_support import START, precursor_fleet, write_flee
 from tests.shared import REPO, SHARED
 
 V1 = REPO / "rules" / "v1-ecc-growth.yaml"
+V3 = REPO / "rules" / "v3-ecc-sustained.yaml"
 CALCHAS = SHARED / "datasets" / "calchas" / "hbm-errors.csv"
 STEP = timedelta(minutes=1)
 
@@ -83,6 +87,11 @@ def synthetic(tmp: Path, cards: int, days: int) -> tuple[float, str]:
           f"version = {per / full:.3f} x a full replay ({full * replayed / seconds:.1f}x faster "
           f"than {replayed} full replays); target < 300 s")
     print(f"verdict: {report['verdict']['status']}: {report['verdict']['reason']}")
+    took, v3 = calibrate(["--db", str(path), "--rules", str(V3)], tmp / "fleet-v3.json")
+    chosen = v3["chosen"]
+    print(f"calibrate from v3-ecc-sustained: {took:.1f} s; verdict {v3['verdict']['status']}: "
+          f"{v3['verdict']['reason']}; chosen changes "
+          f"{None if chosen is None else chosen['changes']}")
     return seconds, report["verdict"]["status"]
 
 
@@ -104,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cards", type=int, default=200)
     parser.add_argument("--days", type=int, default=150)
     parser.add_argument("--skip-calchas", action="store_true")
+    parser.add_argument("--reports", type=Path, help="copy the JSON reports into this folder")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     cards, days = (64, 60) if args.quick else (args.cards, args.days)
@@ -116,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
             took = calchas(Path(tmp))
             if took is not None and took >= 120:
                 missed.append(f"Calchas {took:.0f} s >= 120 s")
+        if args.reports is not None:
+            args.reports.mkdir(parents=True, exist_ok=True)
+            for report in Path(tmp).glob("*.json"):
+                shutil.copy(report, args.reports / report.name)
     print("targets met" if not missed else "TARGET MISSED: " + "; ".join(missed))
     return 0 if not missed else 1
 

@@ -39,6 +39,7 @@ from gpu_health.evaluator.rules.signals import decide
 from gpu_health.evaluator.store.backfill import observe_pending
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.features import feature_rows, row_could_fire, row_to_features
+from gpu_health.evaluator.store.hourly import with_hourly
 from gpu_health.evaluator.store.predictions import NewPrediction, insert_predictions, resolve
 from gpu_health.evaluator.store.rollups import seal
 from gpu_health.evaluator.store.rule_versions import register_ruleset
@@ -156,8 +157,10 @@ class Worker:
             # could_fire, read off the rows: an exact, cheap necessary condition of a decision
             # that most cards fail; deciding (0.15 s) and building the features (0.22 s) of
             # every card was a fifth of a 32,768-card tick
-            decisions = [d for row in rows if row_could_fire(row, params) and (
-                d := decide(row_to_features(row, source, params), params)) is not None]
+            candidates = with_hourly(self.db, [row_to_features(row, source, params)
+                                               for row in rows if row_could_fire(row, params)],
+                                     params)
+            decisions = [d for f in candidates if (d := decide(f, params)) is not None]
             evaluated[source], fired[source] = len(rows), len(decisions)
             created += insert_predictions(self.db, decisions, rule_version=ruleset.version,
                                           window_days=params.window_days, now=now,

@@ -90,6 +90,7 @@ def test_the_wheel_holds_one_import_package_and_everything_run_time_reads(
     assert {t for t in tops if not t.endswith(".dist-info")} == {"gpu_health"}
     for needed in ("gpu_health/evaluator/main.py", "gpu_health/exporter/main.py",
                    "gpu_health/data/rules/v2-ecc-xid.yaml",
+                   "gpu_health/data/rules/v3-ecc-sustained.yaml",
                    "gpu_health/data/rules/actions/nvidia-memory-v2.yaml",
                    "gpu_health/data/rules/baselines/baseline-repeat.yaml",
                    "gpu_health/data/rules/prometheus/gpu-health.rules.yml",

@@ -101,7 +101,10 @@ def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan, cache: Featur
             if plan.blocked(e.card, j) or open_until.get(e.card, e.t0) > e.t0:
                 continue
             f = e.features(cache.params)
-            d = decide(replace(f, corrected=f.corrected[:k + 1]) if cut else f, params)
+            if cut:
+                f = replace(f, corrected=f.corrected[:k + 1], hourly=None if f.hourly is None
+                            else f.hourly[:k * params.growth_window_hours + 1])
+            d = decide(f, params)
             if d is None:
                 continue
             made.append(_row(d.features, d.signal, d.layer, d.evidence, ruleset, ticks[j]))
@@ -214,8 +217,9 @@ def _caches(db: Database, rulesets: Sequence[RuleSet], plans: dict[str, TickPlan
             {card for c in cards for card in c or ()})
         candidates = sorted({j for r in members
                              for j, n in enumerate(plans[r.version].cover) if n > 0})
+        trimming = [r.params.min_increase for r in members if r.params.cap_busiest_hours]
         caches[key] = FeatureCache(db, widest, union, grid(start, end, widest.scan_interval),
-                                   candidates, chunk)
+                                   candidates, chunk, min(trimming, default=None))
     return caches
 
 

@@ -9,12 +9,17 @@ fire for, at the union of their candidate ticks (before any window blocks them),
 ticks per statement in time order. Each row carries what a version's quick test needs (the
 threshold-free part of :func:`gpu_health.evaluator.rules.signals.could_fire` and the increase it
 compares with ``min_increase``); features are built only for the rows a version must decide in full.
+
+When a version of the group caps its growth windows' busiest hours (``cap_busiest_hours``), the
+rows whose last-window increase reaches the smallest ``min_increase`` of those versions also get
+their hourly correctable values (:mod:`gpu_health.evaluator.store.hourly`, over the group's
+widest span), one more statement per chunk.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +30,7 @@ from gpu_health.evaluator.rules.model import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.features import feature_rows, row_quick_test, row_to_features
+from gpu_health.evaluator.store.hourly import hourly_values
 
 Card = tuple[str, int]
 
@@ -40,10 +46,13 @@ class Entry:
     increase: int | None  # the last growth window's correctable increase (None: unknown)
     row: Any
     built: CardFeatures | None = None
+    hourly: tuple[int | None, ...] | None = None
 
     def features(self, params: RuleParams) -> CardFeatures:
         if self.built is None:
             self.built = row_to_features(self.row, SOURCE_REAL, params)
+            if self.hourly is not None:
+                self.built = replace(self.built, hourly=self.hourly)
         return self.built
 
 
@@ -65,6 +74,7 @@ class FeatureCache:
     ticks: list[datetime]
     candidates: list[int]  # tick indexes at which some version of the group may fire
     chunk: int = DEFAULT_CHUNK
+    hourly_from: int | None = None  # read hourly values of rows whose increase reaches this
     at: dict[datetime, list[Entry]] = field(default_factory=dict)
     statements: int = 0
 
@@ -87,4 +97,19 @@ class FeatureCache:
                                     chunk=len(chosen), cards=self.cards):
                 self.at[naive[row[0]]].append(entry(row, k))
             self.statements += 1
+            self._hourly([e for t in chosen for e in self.at[t]])
         return self.at[now]
+
+    def _hourly(self, entries: list[Entry]) -> None:
+        least = self.hourly_from
+        if least is None:
+            return
+        wanted = [e for e in entries if e.increase is not None and e.increase >= least]
+        p = self.params
+        heads = [(e.card[0], e.card[1], None if e.row[3] is None else str(e.row[3]), e.t0)
+                 for e in wanted]
+        hours = p.consecutive_windows * p.growth_window_hours
+        for e, values in zip(wanted, hourly_values(self.db, SOURCE_REAL, heads, hours,
+                                                   p.boundary_max_age), strict=True):
+            e.hourly = values
+        self.statements += 1 if wanted else 0

@@ -57,6 +57,7 @@ from gpu_health.evaluator.store.backtest_queries import (
 )
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.features import card_features
+from gpu_health.evaluator.store.hourly import with_hourly
 from gpu_health.evaluator.store.predictions import insert_predictions, resolve
 from gpu_health.evaluator.store.rule_versions import register_ruleset
 
@@ -230,7 +231,9 @@ class _Walk:
         end = bisect_left(self.ticks, self.ticks[j] + HORIZON)
         chosen = [self.ticks[k] for k in self.candidates.pick(j, end, self.chunk)]
         self.features = {t: [] for t in chosen}
-        for f in card_features(self.db, chosen, SOURCE_REAL, self.ruleset.params,
-                               chunk=len(chosen), cards=self.candidates.cards):
+        params = self.ruleset.params
+        for f in with_hourly(self.db, card_features(self.db, chosen, SOURCE_REAL, params,
+                                                    chunk=len(chosen),
+                                                    cards=self.candidates.cards), params):
             self.features[f.at].append(f)
         self.summary.evaluated_ticks += len(chosen)

@@ -5,13 +5,15 @@ backtest's ``--sweep`` use (:func:`gpu_health.evaluator.backtest.rulesets.varian
 combination that changes a frozen parameter is ``<base>+p<hash>`` and is replayed in the same file
 beside the others. Only frozen single-valued parameters can be searched.
 
-The default space covers the three trend thresholds of the correctable-ECC growth signal,
-4 x 4 x 3 = 48 candidates:
+The default space covers the three trend thresholds of the correctable-ECC growth signal and
+whether its windows cap their busiest hours, 4 x 4 x 3 x 2 = 96 candidates:
 
 - ``min_increase`` 4, 8, 16, 32: how many new correctable errors the last growth window needs
   (v1/v2 ship 32);
 - ``ratio`` 1.2, 1.6, 2, 3: how far above the baseline mean rate that window must be;
-- ``consecutive_windows`` 1, 2, 3: how many windows must rise strictly (1: no shape gate).
+- ``consecutive_windows`` 1, 2, 3: how many windows must rise strictly (1: no shape gate);
+- ``cap_busiest_hours`` 0, 3: whether the growth gates count each window's three busiest hours
+  as its fourth (3: a burst confined to two hours cannot fire the signal).
 
 The growth window, the baseline span and the hit window stay as the base has them: they change
 what a prediction means (and what its precision is measured against), not how eager the rule
@@ -35,6 +37,7 @@ DEFAULT_SPACE: Final[tuple[tuple[str, list[str]], ...]] = (
     ("min_increase", ["4", "8", "16", "32"]),
     ("ratio", ["1.2", "1.6", "2", "3"]),
     ("consecutive_windows", ["1", "2", "3"]),
+    ("cap_busiest_hours", ["0", "3"]),
 )
 
 Space = list[tuple[str, list[str]]]

@@ -23,6 +23,9 @@ class CardFeatures:
     ``corrected[i]`` is the correctable count at ``t0 - i * g`` for i in 0..k (k = consecutive
     windows); ``corrected_baseline`` at ``t0 - B``. The ``*_before`` values are at ``t0 - g``.
     ``t0`` is the stored ``sampled_at`` of the card's last sample at or before ``at``.
+    ``hourly[j]`` is the correctable count at ``t0 - j`` hours for j in 0..k*g, read only for a
+    rule that caps its growth windows' busiest hours and only when the last window's increase
+    can pass its magnitude gate (None: not read).
     """
 
     node_id: str
@@ -40,6 +43,7 @@ class CardFeatures:
     remap_pending_before: int | None = None
     retired_pages: int | None = None
     retired_pages_before: int | None = None
+    hourly: tuple[int | None, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

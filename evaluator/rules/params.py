@@ -8,9 +8,10 @@ only steer the worker (``enabled``, ``scan_interval_minutes``) or the statistics
 value are the same predictions.
 
 ``fault_xids`` (which memory XIDs count as fault events, see
-:mod:`gpu_health.evaluator.rules.faults`) is frozen too, but left out of the hashed parameters while
-it has its default (empty: ECC-only), so every version recorded before the parameter existed keeps
-its hash and its history.
+:mod:`gpu_health.evaluator.rules.faults`) and ``cap_busiest_hours`` (how many of each growth
+window's busiest hours the growth gates cap at the next busiest) are frozen too, but left out of
+the hashed parameters while they have their default (empty: ECC-only; 0: none), so every
+version recorded before the parameter existed keeps its hash and its history.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class RuleParams:
     stats_min_matured: int
     stats_min_observed_days: int
     fault_xids: tuple[int, ...] = ()
+    cap_busiest_hours: int = 0
 
     @property
     def growth_window(self) -> timedelta:
@@ -138,11 +140,15 @@ SPECS: Final[tuple[ParamSpec, ...]] = (
     ParamSpec("fault_xids", "int_list", _memory_xids,
               "memory XIDs whose increase is a fault event next to uncorrectable ECC growth "
               "(empty: ECC-only)"),
+    ParamSpec("cap_busiest_hours", "int", _range(0, 24),
+              "per growth window, its n busiest hours count as its next busiest in the growth "
+              "gates (0: none; n >= 2: no burst confined to n - 1 hours can fire the signal)"),
 )
 SPEC_BY_KEY: Final[dict[str, ParamSpec]] = {spec.key: spec for spec in SPECS}
 KEYS: Final[tuple[str, ...]] = tuple(spec.key for spec in SPECS)
 # Keys a rule file may leave out, with the value they then have.
-OPTIONAL_KEYS: Final[dict[str, Any]] = {"enabled": True, "fault_xids": ()}
+OPTIONAL_KEYS: Final[dict[str, Any]] = {"enabled": True, "fault_xids": (),
+                                         "cap_busiest_hours": 0}
 FROZEN_KEYS: Final[tuple[str, ...]] = (
     "window_days",
     "growth_window_hours",
@@ -153,9 +159,10 @@ FROZEN_KEYS: Final[tuple[str, ...]] = (
     "min_samples",
     "boundary_max_age_minutes",
     "fault_xids",
+    "cap_busiest_hours",
 )
 # Frozen keys added after versions were recorded: at this value they are not hashed.
-HASH_DEFAULTS: Final[dict[str, Any]] = {"fault_xids": ()}
+HASH_DEFAULTS: Final[dict[str, Any]] = {"fault_xids": (), "cap_busiest_hours": 0}
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -213,7 +220,8 @@ def _coerce_list(key: str, value: Any, spec: ParamSpec) -> tuple[Any, str | None
 def cross_problems(values: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
     """Checks across keys: (message, keys involved). The ratio is bounded by B / g (the last
     window can at most hold the whole baseline increase), so a larger ratio is a rule that can
-    never fire: dead code the reference design warns about."""
+    never fire: dead code the reference design warns about. The capped busiest hours must
+    leave one hour of a growth window to cap them at."""
     problems: list[tuple[str, tuple[str, ...]]] = []
     g = values["growth_window_hours"]
     b_hours = values["baseline_days"] * 24
@@ -227,6 +235,12 @@ def cross_problems(values: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...]
             f"ratio {values['ratio']} can never be reached: the last {g} h window holds at most "
             f"{b_hours / g:g}x the baseline mean",
             ("ratio", "baseline_days", "growth_window_hours"),
+        ))
+    capped = values.get("cap_busiest_hours", 0)
+    if capped >= g:
+        problems.append((
+            f"cap_busiest_hours ({capped}) must be below the growth window's {g} hours",
+            ("cap_busiest_hours", "growth_window_hours"),
         ))
     return problems
 

@@ -4,7 +4,7 @@
 |--------|-------------------------|------------------------------------------------------------|
 | strong | ecc_uncorrected_present | uncorrectable count at t0 > 0                              |
 | strong | remap_failure_present   | row-remap failure at t0 > 0 (spare rows exhausted)         |
-| trend  | ecc_corrected_growth    | magnitude gate AND shape gate (see :func:`assess_growth`)  |
+| trend  | ecc_corrected_growth    | magnitude, ratio AND shape gates (see :func:`assess_growth`) |
 | trend  | remap_pending_growth    | pending remaps grew over the last growth window and > 0    |
 | trend  | retired_pages_growth    | retired pages grew over the last growth window and > 0     |
 | weak   | (reserved)              | never alone: :func:`decide` drops decisions of weak hits   |
@@ -42,7 +42,8 @@ class GrowthAssessment:
     deltas: tuple[int, ...] = ()  # d_0 (newest window) .. d_{k-1}
     baseline_increase: int | None = None  # C(t0) - C(t0 - B)
     baseline_mean: float | None = None  # per growth window
-    ratio: float | None = None  # d_0 / baseline_mean; bounded by B / g
+    ratio: float | None = None  # gated d_0 / baseline_mean; bounded by B / g
+    capped: tuple[int, ...] | None = None  # d_i, its busiest hours capped (cap_busiest_hours)
     magnitude_ok: bool = False
     ratio_ok: bool = False
     shape_ok: bool = False
@@ -58,7 +59,16 @@ def assess_growth(f: CardFeatures, p: RuleParams) -> GrowthAssessment:
     acceleration). The ratio gate is compared exactly, in integers: with the ratio as the
     fraction its decimal text says (1.2 means 6/5, not 1.19999...), d_0 >= (n/d) x increase x
     g / B is d_0 x B x d >= n x increase x g. The floats reported beside it are correctly
-    rounded quotients of the same integers."""
+    rounded quotients of the same integers.
+
+    With ``cap_busiest_hours`` n > 0 the magnitude, ratio and shape gates read each window's
+    increase with its n busiest hours counted as its (n+1)-th busiest (:func:`capped_increases`;
+    the baseline mean stays as it is). A burst confined to n - 1 hours touches at most n hourly
+    buckets wherever the window boundaries fall, so on a flat or steady card the capped windows
+    are those of the same card without it: the burst cannot shape a rise or pass the magnitude
+    gate, and it only raises the baseline mean. A ramp spread over the day keeps nearly all of
+    its increase. A capped increase is never above d_0, so a last window that fails the
+    magnitude gate as it is is not capped (its hourly values are not read)."""
     k = p.consecutive_windows
     values = f.corrected
     if len(values) != k + 1:
@@ -74,6 +84,12 @@ def assess_growth(f: CardFeatures, p: RuleParams) -> GrowthAssessment:
     increase = known[0] - f.corrected_baseline
     if increase < 0 or any(d < 0 for d in deltas):
         return GrowthAssessment("correctable count went down (counter reset)", deltas, increase)
+    gated, capped = deltas, None
+    if p.cap_busiest_hours and deltas[0] >= p.min_increase:
+        found = capped_increases(f.hourly, p)
+        if isinstance(found, str):
+            return GrowthAssessment(found, deltas, increase)
+        gated = capped = found
     g_hours, b_hours = p.growth_window_hours, p.baseline_days * 24
     num, den = _exact(p.ratio)
     return GrowthAssessment(
@@ -81,11 +97,33 @@ def assess_growth(f: CardFeatures, p: RuleParams) -> GrowthAssessment:
         deltas=deltas,
         baseline_increase=increase,
         baseline_mean=increase * g_hours / b_hours,
-        ratio=None if increase == 0 else deltas[0] * b_hours / (increase * g_hours),
-        magnitude_ok=deltas[0] >= p.min_increase,
-        ratio_ok=deltas[0] * b_hours * den >= num * increase * g_hours,
-        shape_ok=all(deltas[i] > deltas[i + 1] for i in range(k - 1)),
+        ratio=None if increase == 0 else gated[0] * b_hours / (increase * g_hours),
+        capped=capped,
+        magnitude_ok=gated[0] >= p.min_increase,
+        ratio_ok=gated[0] * b_hours * den >= num * increase * g_hours,
+        shape_ok=all(gated[i] > gated[i + 1] for i in range(k - 1)),
     )
+
+
+def capped_increases(hourly: tuple[int | None, ...] | None,
+                      p: RuleParams) -> tuple[int, ...] | str:
+    """Per growth window i (newest first), the sum of its g hourly increases with the
+    ``cap_busiest_hours`` largest counted as the next largest; or why it cannot be known (a
+    reason, as ``abandoned``)."""
+    g, k, n = p.growth_window_hours, p.consecutive_windows, p.cap_busiest_hours
+    if hourly is None or len(hourly) != k * g + 1:
+        return f"the correctable count was not read hour by hour over the last {k * g} h"
+    if any(v is None for v in hourly):
+        return "an hourly correctable-ECC value is unknown"
+    known = [int(v) for v in hourly if v is not None]
+    steps = [known[h] - known[h + 1] for h in range(k * g)]
+    if any(step < 0 for step in steps):
+        return "correctable count went down (counter reset)"
+    capped = []
+    for i in range(k):
+        busiest = sorted(steps[i * g:(i + 1) * g], reverse=True)
+        capped.append(sum(busiest[n:]) + n * busiest[n])
+    return tuple(capped)
 
 
 @lru_cache(maxsize=256)
@@ -100,16 +138,27 @@ def _growth(f: CardFeatures, p: RuleParams) -> SignalHit | None:
     if not a.fires or a.baseline_mean is None or a.ratio is None:
         return None
     g, d0 = p.growth_window_hours, a.deltas[0]
-    shape = " < ".join(str(d) for d in reversed(a.deltas))
+    gated = a.deltas if a.capped is None else a.capped
+    shape = " < ".join(str(d) for d in reversed(gated))
+    values: tuple[tuple[str, int | float | str | None], ...] = (
+        ("corrected", ",".join(str(v) for v in f.corrected)),
+        ("corrected_baseline", f.corrected_baseline),
+        ("ratio", round(a.ratio, 4)))
+    capped = ""
+    if a.capped is not None:
+        n = p.cap_busiest_hours
+        capped = f" with each window's {n} busiest hours capped at its next busiest"
+        values += (("capped", ",".join(str(v) for v in a.capped)),)
     return SignalHit(
         "ecc_corrected_growth",
         "trend",
-        f"correctable ECC +{d0} in the last {g}h (>= {p.min_increase}), {a.ratio:.2f}x the "
+        f"correctable ECC +{d0} in the last {g}h"
+        + ("" if a.capped is None else f", +{gated[0]}{capped}")
+        + f" (>= {p.min_increase}), {a.ratio:.2f}x the "
         f"{p.baseline_days}d mean of {a.baseline_mean:.1f} per {g}h (>= {p.ratio:g}x); "
-        f"last {p.consecutive_windows} windows strictly increasing: {shape}",
-        (("corrected", ",".join(str(v) for v in f.corrected)),
-         ("corrected_baseline", f.corrected_baseline),
-         ("ratio", round(a.ratio, 4))),
+        f"last {p.consecutive_windows} windows strictly increasing"
+        + ("" if a.capped is None else " (capped)") + f": {shape}",
+        values,
     )
 
 

@@ -40,7 +40,7 @@ def _spread(rng: random.Random, day: float, n: int) -> list[float]:
     return sorted(day + rng.random() for _ in range(max(0, n)))
 
 
-def _ramp(rng: random.Random, fault_day: float) -> Events:
+def ramp(rng: random.Random, fault_day: float) -> Events:
     slope = rng.uniform(0.7, 1.8)
     events: Events = []
     for k in range(14):  # k = 0: 14 days before the fault
@@ -49,7 +49,7 @@ def _ramp(rng: random.Random, fault_day: float) -> Events:
     return events
 
 
-def _noisy(rng: random.Random, days: int) -> Events:
+def noisy(rng: random.Random, days: int) -> Events:
     rate = rng.uniform(0.5, 3)
     events: Events = []
     for day in range(days):
@@ -73,13 +73,72 @@ def card_events(c: int, days: int, seed: int) -> tuple[str, Events]:
     h = (c * 7919) % 100
     fault = rng.uniform(20, days - 5)
     if h < 30:
-        return "ramp", [*_ramp(rng, fault), (fault, "uncorrected")]
+        return "ramp", [*ramp(rng, fault), (fault, "uncorrected")]
     if h < 35:
-        return "ramp-survives", _ramp(rng, fault)
+        return "ramp-survives", ramp(rng, fault)
     if h < 42:
         return "sudden", [(fault, "uncorrected")]
     if h < 67:
-        return "noisy", _noisy(rng, days)
+        return "noisy", noisy(rng, days)
+    return "quiet", []
+
+
+def null_events(c: int, days: int, seed: int) -> tuple[str, Events]:
+    """Card ``c`` of a *null fleet*: a correctable history like the planted fleet's (35% noisy
+    with bursts, 20% a ramp at a random time, the rest quiet) and, by a coin of its own (a
+    separate generator: independent of that history), a fault at a uniform time for half of the
+    cards. Nothing there predicts a fault. Profile names end in ``+fault`` for those."""
+    rng = random.Random(seed * 1_000_003 + c)
+    h = rng.random()
+    if h < 0.35:
+        name, events = "noisy", noisy(rng, days)
+    elif h < 0.55:
+        name, events = "ramp", ramp(rng, rng.uniform(20, days))
+    else:
+        name, events = "quiet", []
+    coin = random.Random(seed * 7_000_003 + c)
+    if coin.random() < 1 / 2:
+        return name + "+fault", [*events, (coin.uniform(20, days - 5), "uncorrected")]
+    return name, events
+
+
+def bait_events(c: int, days: int, seed: int) -> tuple[str, Events]:
+    """Card ``c`` of a *bait fleet*, where v1's thresholds can see the precursor and its shape
+    gate meets what fools it:
+
+    - ``ramp`` (30%): two weeks of correctable errors, 4-9 more each day than the day before
+      (about 60-130 on the last day), then an uncorrectable error;
+    - ``sudden`` (5%): an uncorrectable error with no correctable error before it;
+    - ``bursty`` (25%): almost no background (a few a week), and every 3-8 days a burst of
+      30-300 errors within 10-60 minutes; never fails;
+    - ``steady`` (20%): 40-120 errors a day at a steady random rate; never fails;
+    - ``quiet``: nothing at all."""
+    rng = random.Random(seed * 1_000_003 + c)
+    h = (c * 7919) % 100
+    fault = rng.uniform(20, days - 5)
+    if h < 30:
+        slope = rng.uniform(4, 9)
+        events: Events = []
+        for k in range(14):
+            n = round(slope * (k + 1) + rng.gauss(0, 2))
+            events += [(t, "corrected") for t in _spread(rng, fault - 14 + k, n)]
+        return "ramp", [*events, (fault, "uncorrected")]
+    if h < 35:
+        return "sudden", [(fault, "uncorrected")]
+    if h < 60:
+        events = [(t, "corrected") for day in range(days)
+                  for t in _spread(rng, day, _poisson(rng, 0.5))]
+        at = rng.uniform(0, 5)
+        while at < days:
+            minutes = rng.uniform(10, 60) / 1440
+            events += [(at + rng.random() * minutes, "corrected")
+                       for _ in range(rng.randint(30, 300))]
+            at += rng.uniform(3, 8)
+        return "bursty", sorted(events)
+    if h < 80:
+        rate = rng.uniform(40, 120)
+        return "steady", [(t, "corrected") for day in range(days)
+                          for t in _spread(rng, day, _poisson(rng, rate))]
     return "quiet", []
 
 

@@ -109,7 +109,7 @@ def load(db: Database, *groups: Iterable[Sample]) -> None:
 
 
 def features(corrected: tuple[int | None, ...], baseline: int | None, *,
-             samples: int = 2016, **values: int | None) -> CardFeatures:
+             samples: int = 2016, **values: Any) -> CardFeatures:
     """Hand-made features for pure signal tests (t0 = START)."""
     return CardFeatures(
         node_id="n1", gpu_index=0, gpu_uuid="GPU-1", source="real", at=START, t0=START,

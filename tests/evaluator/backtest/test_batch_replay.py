@@ -1,6 +1,7 @@
 """The shared replay (calibration's shortcut) writes exactly the rows of full replays.
 
-A grid of versions (min_increase x ratio x consecutive_windows, plus a 30-day window) over the
+A grid of versions (min_increase x ratio x consecutive_windows, plus a 30-day window, plus
+versions that cap each growth window's busiest hours) over the
 mixed fleet of ``backtest_support`` (growth hits and misses, a fault without precursor, a swap,
 a stall, a burst, remap and retired-page growth, a remap failure, unknown counts, a flat card):
 :func:`replay_versions` in one file against :func:`replay` of every version, one after the
@@ -28,7 +29,9 @@ def grid() -> list[RuleSet]:
     found = variants([V1_FILE], [("min_increase", ["8", "32"]), ("ratio", ["1.2", "2"]),
                                  ("consecutive_windows", ["1", "3"])])
     month = variants([V1_FILE], [("window_days", ["30"]), ("min_increase", ["8"])])
-    return [v.ruleset for v in (*found, *month)]
+    capped = variants([V1_FILE], [("cap_busiest_hours", ["3"]), ("min_increase", ["8", "32"]),
+                                   ("consecutive_windows", ["1", "3"])])
+    return [v.ruleset for v in (*found, *month, *capped)]
 
 
 def fleet(tmp_path: Path, name: str) -> Database:
@@ -39,7 +42,7 @@ def fleet(tmp_path: Path, name: str) -> Database:
 
 def test_shared_replay_equals_full_replays(tmp_path: Path) -> None:
     rulesets = grid()
-    assert len({rs.version for rs in rulesets}) == 9
+    assert len({rs.version for rs in rulesets}) == 13
     full, shared = fleet(tmp_path, "full"), fleet(tmp_path, "shared")
     replay_all(full, rulesets, START, END)
     summaries = replay_versions(shared, rulesets, START, END)
@@ -51,6 +54,8 @@ def test_shared_replay_equals_full_replays(tmp_path: Path) -> None:
     assert dump(shared, "gpu_health_rule_versions", "version") == \
         dump(full, "gpu_health_rule_versions", "version")
     assert sum(s.predictions for s in summaries) == len(expected)
+    capping = {rs.version for rs in rulesets if rs.params.cap_busiest_hours}
+    assert any("busiest hours" in r[12] for r in expected if r[5] in capping)
     # replayed again: the rows in the file stay as they are, none is added
     again = replay_versions(shared, rulesets, START, END)
     assert predictions(shared) == expected and sum(s.predictions for s in again) == 0

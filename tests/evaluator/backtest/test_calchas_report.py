@@ -10,7 +10,8 @@ same. Shadow versions changed the report's form once: the notes' wording ("26 ma
 predictions (gate 20)"), the Wilson intervals, ``costs`` and ``gpu_hours_saved`` were added; the
 stored copy was written again after a field-by-field check that nothing else moved. The
 comparison beyond chance added each class's ``caught`` fault list (empty here: v2-ecc-xid
-caught none of the 39 first faults); written again the same way.
+caught none of the 39 first faults); written again the same way. The capped busiest hours
+added ``cap_busiest_hours`` (0) to the version's ``params``; the only key that moved.
 """
 
 from __future__ import annotations
