@@ -3,8 +3,9 @@
 A *null fleet* (:func:`tests.evaluator.calibrate_support.null_events`) has cards with every
 correctable-error history the planted fleet has (noisy cards with bursts, ramps, quiet cards),
 and faults that do not depend on it: half of the cards, picked by a coin independent of their
-history, fail once at a uniform random time (enough first faults for the test part to be judged). No rule on correctable errors can be better than
-another there except by chance, so every ``better`` verdict is a false one.
+history, fail once at a uniform random time (enough first faults for the test part to be
+judged). No rule on correctable errors can be better than another there except by chance, so
+every ``better`` verdict is a false one.
 
 Each fleet is calibrated through the command from two bases: the shipped ``v1-ecc-growth`` (too
 strict to be measured on such fleets) and a loose base (``min_increase`` 4, one window, no shape

@@ -43,6 +43,11 @@ from gpu_health.evaluator.worker import Worker
 STEP_S = 300
 END = datetime(2026, 3, 1, tzinfo=UTC)
 
+# Node of card c (8 GPUs a node): lpad truncates a longer string to its length on both engines
+# (DuckDB and PostgreSQL), so the width grows with the number: node-12499 stays itself.
+NODE_OF_C = ("'node-' || lpad((c // 8)::VARCHAR, "
+             "greatest(4, length((c // 8)::VARCHAR))::INTEGER, '0')")
+
 # Profile of card c by h = (c * 7919) % 1000; t is days since the start of the data.
 _PROFILE = """
     CASE WHEN h < 60 THEN 'degrading' WHEN h < 70 THEN 'burst' WHEN h < 110 THEN 'kunlun'
@@ -52,7 +57,7 @@ _ROWS = f"""
 INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
                                 ecc_uncorrected_total, ecc_corrected_total, retired_pages,
                                 remapped_rows_pending, remapped_rows_failure)
-SELECT 'node-' || lpad((c // 8)::VARCHAR, 4, '0'), (c % 8)::INTEGER,
+SELECT {NODE_OF_C}, (c % 8)::INTEGER,
        CASE WHEN kind = 'swap' AND t >= 10 + c % 20 THEN 'GPU-' || c || '-b'
             ELSE 'GPU-' || c END,
        'real', $start + to_seconds(i * {STEP_S}),
@@ -82,7 +87,7 @@ ORDER BY i, c
 
 _XIDS = f"""
 INSERT INTO gpu_health_xid_samples
-SELECT 'node-' || lpad((c // 8)::VARCHAR, 4, '0'), (c % 8)::INTEGER, 'GPU-' || c, 'real', xid,
+SELECT {NODE_OF_C}, (c % 8)::INTEGER, 'GPU-' || c, 'real', xid,
        $start + to_seconds((round(t * $pace * 86400 / {STEP_S}) * {STEP_S})::BIGINT), n
 FROM (
     SELECT c, h, {_PROFILE} AS kind, 8 + c % 25 AS onset
@@ -134,9 +139,9 @@ def plant_predictions(db: Database, version: str, cards: int, now: datetime,
     """``count`` pending predictions of the rule's version, t0 1 to 35 days back (so some
     windows matured), two thirds with a 7-day window and one third with 30 days."""
     db.execute(
-        """
+        f"""
         INSERT INTO gpu_health_predictions
-        SELECT 'planted-' || k, 'node-' || lpad((c // 8)::VARCHAR, 4, '0'), (c % 8)::INTEGER,
+        SELECT 'planted-' || k, {NODE_OF_C}, (c % 8)::INTEGER,
                'GPU-' || c, 'real', $version, w, t0, t0 + to_days(w), t0, 'ecc_corrected_growth',
                'trend', 'planted by bench/rules.py', 0, 'pending', NULL, NULL, false
         FROM (SELECT k, (k * 37) % $cards AS c, CASE WHEN k % 3 = 0 THEN 30 ELSE 7 END AS w,
