@@ -31,14 +31,12 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
-from gpu_health.evaluator.backtest.history import write_histories
 from gpu_health.evaluator.main import main as evaluator_main
 from gpu_health.evaluator.stats.intervals import wilson
-from gpu_health.evaluator.store.backtest import open_backtest, start_run
-from tests.evaluator.calibrate_support import fleet_histories, null_events
+from tests.evaluator.calibrate_support import null_events, write_profiled_fleet
 from tests.shared import REPO
 
 V1 = REPO / "rules" / "v1-ecc-growth.yaml"
@@ -47,14 +45,7 @@ SETTINGS = ("0.2", "0.1", "0.05", "0.02", "0.01")
 
 
 def write_null_fleet(path: Path, cards: int, days: int, seed: int) -> dict[str, int]:
-    histories, profiles = fleet_histories(null_events, cards, days, step=STEP, seed=seed)
-    db = open_backtest(path, live=(), importing=True)
-    try:
-        start_run(db, now=datetime.now(UTC), kind="synthetic", source=None, options={})
-        write_histories(db, histories, step=STEP, keepalive=timedelta(minutes=5))
-    finally:
-        db.close()
-    return profiles
+    return write_profiled_fleet(path, null_events, cards, days, step=STEP, seed=seed)[1]
 
 
 def loose_base(folder: Path) -> Path:

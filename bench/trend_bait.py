@@ -26,17 +26,15 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from gpu_health.evaluator.backtest.compare import compare
-from gpu_health.evaluator.backtest.history import write_histories
 from gpu_health.evaluator.backtest.report import point
 from gpu_health.evaluator.main import main as evaluator_main
-from gpu_health.evaluator.store.backtest import open_backtest, start_run
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from tests.evaluator.calibrate_support import bait_events, fleet_histories
+from tests.evaluator.calibrate_support import bait_events, write_profiled_fleet
 from tests.shared import REPO
 
 RULES = [REPO / "rules" / f"{v}.yaml" for v in ("v1-ecc-growth", "v2-ecc-xid",
@@ -45,14 +43,7 @@ STEP = timedelta(minutes=5)
 
 
 def write_bait_fleet(path: Path, cards: int, days: int, seed: int) -> dict[str, int]:
-    histories, profiles = fleet_histories(bait_events, cards, days, step=STEP, seed=seed)
-    db = open_backtest(path, live=(), importing=True)
-    try:
-        start_run(db, now=datetime.now(UTC), kind="synthetic", source=None, options={})
-        write_histories(db, histories, step=STEP, keepalive=timedelta(minutes=5))
-    finally:
-        db.close()
-    return profiles
+    return write_profiled_fleet(path, bait_events, cards, days, step=STEP, seed=seed)[1]
 
 
 def by_profile(path: Path, cards: int, days: int, seed: int) -> dict[str, Counter[str]]:

@@ -168,10 +168,20 @@ def fleet_histories(profile: Callable[[int, int, int], tuple[str, Events]], card
 def write_fleet(path: Path, cards: int, days: int, *, step: timedelta,
                 keepalive: timedelta = timedelta(minutes=5), seed: int = 11) -> int:
     """A backtest file holding the fleet (what ``--db`` of an earlier import reads)."""
-    histories, _ = precursor_fleet(cards, days, step=step, seed=seed)
+    return write_profiled_fleet(path, card_events, cards, days, step=step, keepalive=keepalive,
+                                seed=seed)[0]
+
+
+def write_profiled_fleet(path: Path, profile: Callable[[int, int, int], tuple[str, Events]],
+                         cards: int, days: int, *, step: timedelta,
+                         keepalive: timedelta = timedelta(minutes=5),
+                         seed: int = 11) -> tuple[int, dict[str, int]]:
+    """A backtest file holding the fleet of ``profile`` (:func:`fleet_histories`); the rows
+    written and how many cards each profile has."""
+    histories, profiles = fleet_histories(profile, cards, days, step=step, seed=seed)
     db: Database = open_backtest(path, live=(), importing=True)
     try:
         start_run(db, now=datetime.now(UTC), kind="synthetic", source=None, options={})
-        return write_histories(db, histories, step=step, keepalive=keepalive)
+        return write_histories(db, histories, step=step, keepalive=keepalive), profiles
     finally:
         db.close()
