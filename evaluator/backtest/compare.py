@@ -5,8 +5,8 @@ warnings are worth (pure).
 higher by a difference whose 95% interval excludes 0, and the other is not lower beyond chance
 (:mod:`gpu_health.evaluator.stats.differences`): precision as two independent proportions of
 each version's own matured predictions (Newcombe's hybrid score interval); recall paired over
-the same faulty cards, each caught or not by each version (Newcombe's paired interval, with the
-exact McNemar p-value beside it), when both versions judge the same faults (the same fault
+the same faulty cards, each caught or not by each version (Newcombe's paired interval, and the
+exact McNemar test must agree), when both versions judge the same faults (the same fault
 definition); otherwise unpaired. Point estimates alone called precision 2/65 against 2/72 at the
 same recall "dominates"; a single number (F1, a recall at any precision) would let a rule that
 predicts every card every week (recall 0.9, precision 0.03) look better than a useful one. A
@@ -125,10 +125,18 @@ def differences(a: Point, b: Point) -> tuple[Difference, Difference, float | Non
                                           b.faulty), None
 
 
-def beats(precision: Difference, recall: Difference) -> bool:
-    """Better on one ratio beyond chance, and not worse beyond chance on the other."""
-    return (recall.above_zero and not precision.below_zero) or \
-        (precision.above_zero and not recall.below_zero)
+ALPHA = 0.05  # the level both the intervals (95%) and the exact McNemar test are read at
+
+
+def beats(precision: Difference, recall: Difference, mcnemar_p: float | None = None) -> bool:
+    """Better on one ratio beyond chance, and not worse beyond chance on the other. A paired
+    recall differs beyond chance only when its interval excludes 0 **and** the exact McNemar
+    test rejects at 5%: Newcombe's paired interval excludes 0 with five discordant cards all one
+    way, where the exact test gives p = 0.0625 (on a fleet whose faults nothing predicts, that
+    alone made a `better`)."""
+    exact = mcnemar_p is None or mcnemar_p < ALPHA
+    higher, lower = recall.above_zero and exact, recall.below_zero and exact
+    return (higher and not precision.below_zero) or (precision.above_zero and not lower)
 
 
 def compare(a: Point, b: Point) -> Comparison:
@@ -141,11 +149,11 @@ def compare(a: Point, b: Point) -> Comparison:
     detail = (f"precision {a.name} - {b.name} {precision.text()} ({precision.method}), recall "
               f"{recall.text()} ({recall.method}"
               + ("" if p_value is None else f", exact McNemar p = {p_value:.3g}") + ")")
-    if beats(precision, recall):
+    if beats(precision, recall, p_value):
         return Comparison("a", "beyond_chance", f"{a.name} beats {b.name} beyond chance on "
                                                 f"first faults: {detail}", precision, recall,
                           p_value)
-    if beats(_flip(precision), _flip(recall)):
+    if beats(_flip(precision), _flip(recall), p_value):
         return Comparison("b", "beyond_chance", f"{b.name} beats {a.name} beyond chance on "
                                                 f"first faults: {detail}", precision, recall,
                           p_value)

@@ -52,6 +52,19 @@ def test_recall_is_paired_on_the_same_faults_and_unpaired_across_definitions() -
     assert "exact McNemar p = 0.125" in got.reason
 
 
+def test_a_paired_recall_needs_the_exact_test_too() -> None:
+    """Five discordant cards all one way, of 28 (a null fleet's calibration): Newcombe's paired
+    interval excludes 0, the exact McNemar test does not reject (p = 0.0625): not beyond
+    chance. Six all one way (p = 0.031) is."""
+    base = point("base", 4, 25, range(0, 4), faulty=28)
+    five = compare(point("A", 9, 75, range(0, 9), faulty=28), base)
+    assert five.recall is not None and five.recall.above_zero
+    assert five.mcnemar_p == pytest.approx(0.0625)
+    assert (five.winner, five.by) == (None, "neither"), five.reason
+    six = compare(point("A", 10, 75, range(0, 10), faulty=28), base)
+    assert six.mcnemar_p == pytest.approx(2 / 64) and six.winner == "a", six.reason
+
+
 def test_costs_are_said_but_decide_nothing() -> None:
     tuned = point("tuned", 21, 100, 29, saved=400.0)
     naive = point("naive", 3, 100, 31, saved=-900.0)
