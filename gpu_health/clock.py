@@ -8,9 +8,17 @@ The store converts to naive UTC at its boundary because DuckDB ``TIMESTAMP`` is 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 Clock = Callable[[], datetime]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def epoch_us(at: datetime) -> int:
+    """Whole microseconds since the Unix epoch of an aware time (exact integer arithmetic:
+    the grids of the backtest and the hourly boundaries are computed in these)."""
+    return (at - EPOCH) // timedelta(microseconds=1)
 
 
 def system_clock() -> datetime:

@@ -41,9 +41,10 @@ import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
+from gpu_health.clock import EPOCH, epoch_us
 from gpu_health.evaluator.rules.params import RuleParams
 
 KNOWN_SIGNALS: Final = frozenset({
@@ -51,7 +52,6 @@ KNOWN_SIGNALS: Final = frozenset({
     "remap_pending_growth", "retired_pages_growth",
 })
 Card = tuple[str, int]
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def lookback(params: RuleParams) -> timedelta:
@@ -85,28 +85,25 @@ def bucket_windows(params: RuleParams) -> BucketWindows:
                          (ceil(params.baseline + 2 * width), b // w - 2), params.min_increase)
 
 
-def _us(at: datetime) -> int:
-    return (at - _EPOCH) // timedelta(microseconds=1)
-
 
 def tick_grid(start: datetime, end: datetime, interval: timedelta) -> list[datetime]:
     """Ticks ``k * interval`` (from the Unix epoch) inside ``[start, end]``."""
     step = interval // timedelta(microseconds=1)
-    first = -(-_us(start) // step)
-    last = _us(end) // step
-    return [_EPOCH + timedelta(microseconds=k * step) for k in range(first, last + 1)]
+    first = -(-epoch_us(start) // step)
+    last = epoch_us(end) // step
+    return [EPOCH + timedelta(microseconds=k * step) for k in range(first, last + 1)]
 
 
 def tick_at_or_after(at: datetime, interval: timedelta) -> datetime:
     """The first tick of the grid (multiples of ``interval`` from the Unix epoch) >= ``at``."""
     step = interval // timedelta(microseconds=1)
-    return _EPOCH + timedelta(microseconds=-(-_us(at) // step) * step)
+    return EPOCH + timedelta(microseconds=-(-epoch_us(at) // step) * step)
 
 
 def tick_at_or_before(at: datetime, interval: timedelta) -> datetime:
     """The last tick of the grid <= ``at``."""
     step = interval // timedelta(microseconds=1)
-    return _EPOCH + timedelta(microseconds=_us(at) // step * step)
+    return EPOCH + timedelta(microseconds=epoch_us(at) // step * step)
 
 
 Ranges = dict[tuple[Card, str], list[tuple[int, int]]]
@@ -117,7 +114,7 @@ def bucket_ranges(ticks: Sequence[datetime], runs: Iterable[tuple[str, int, str,
     """(node, index, kind, first bucket, last bucket) runs -> per card and kind, merged
     inclusive ranges of tick indexes."""
     w = width // timedelta(microseconds=1)
-    keys = [_us(t) for t in ticks]
+    keys = [epoch_us(t) for t in ticks]
     ranges: Ranges = {}
     for node, gpu, kind, k0, k1 in runs:
         i0, i1 = bisect_left(keys, k0 * w), bisect_left(keys, (k1 + 1) * w) - 1

@@ -31,9 +31,10 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Final, Literal
 
+from gpu_health.clock import EPOCH, epoch_us
 from gpu_health.errors import ConfigError
 from gpu_health.timestamps import parse_timestamp
 
@@ -60,7 +61,6 @@ def _shown(text: str | None) -> str:
     text = text or ""
     return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
 _TRAILING_INT: Final = re.compile(r"(\d+)$")
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,17 +217,13 @@ def gpu_indexes(cards: Iterable[tuple[str, str]]) -> tuple[dict[tuple[str, str],
 
 
 def _grid_ceil(at: datetime, step_us: int) -> datetime:
-    us = _us(at)
-    return _EPOCH + timedelta(microseconds=-(-us // step_us) * step_us)
+    us = epoch_us(at)
+    return EPOCH + timedelta(microseconds=-(-us // step_us) * step_us)
 
 
 def _grid_floor(at: datetime, step_us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=_us(at) // step_us * step_us)
+    return EPOCH + timedelta(microseconds=epoch_us(at) // step_us * step_us)
 
-
-def _us(at: datetime) -> int:
-    delta = at - _EPOCH
-    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def history(node_id: str, gpu_index: int, label: str, events: Sequence[tuple[datetime, Kind]],
@@ -235,7 +231,7 @@ def history(node_id: str, gpu_index: int, label: str, events: Sequence[tuple[dat
     """Cumulative counts of one card observed on the ``step`` grid from ``start`` to ``stop``
     (both snapped inward onto the grid); events outside that span are counted where they fall
     (before ``start``: already in the first reading)."""
-    step_us = _us(_EPOCH + step)
+    step_us = epoch_us(EPOCH + step)
     first, last = _grid_ceil(start, step_us), _grid_floor(stop, step_us)
     unc = corr = 0
     changes: list[tuple[datetime, int | None, int | None]] = [(first, 0, 0)]

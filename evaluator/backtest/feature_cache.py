@@ -30,7 +30,7 @@ from gpu_health.evaluator.rules.model import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.features import feature_rows, row_quick_test, row_to_features
-from gpu_health.evaluator.store.hourly import hourly_values
+from gpu_health.evaluator.store.hourly import hourly_values, hours_needed
 
 Card = tuple[str, int]
 
@@ -108,8 +108,7 @@ class FeatureCache:
         p = self.params
         heads = [(e.card[0], e.card[1], None if e.row[3] is None else str(e.row[3]), e.t0)
                  for e in wanted]
-        hours = p.consecutive_windows * p.growth_window_hours
-        for e, values in zip(wanted, hourly_values(self.db, SOURCE_REAL, heads, hours,
+        for e, values in zip(wanted, hourly_values(self.db, SOURCE_REAL, heads, hours_needed(p),
                                                    p.boundary_max_age), strict=True):
             e.hourly = values
         self.statements += 1 if wanted else 0

@@ -19,12 +19,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Final
 
-from gpu_health.clock import to_naive_utc
+from gpu_health.clock import epoch_us, to_naive_utc
 from gpu_health.evaluator.rules.model import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.store.db import Database
 
-_EPOCH: Final = datetime(1970, 1, 1)
 # (node_id, gpu_index, gpu_uuid, t0 aware UTC)
 Head = tuple[str, int, str | None, datetime]
 
@@ -73,12 +72,8 @@ def hourly_values(db: Database, source: str, heads: Sequence[Head], hours: int,
         times.append(int(at_us))
         values.append(int(value))
     age = max_age // timedelta(microseconds=1)
-    return [_read(series.get((h[0], h[1], h[2] or "")), _us(t0), hours, age)
-            for h, t0 in zip(heads, t0s, strict=True)]
-
-
-def _us(naive: datetime) -> int:
-    return (naive - _EPOCH) // timedelta(microseconds=1)
+    return [_read(series.get((h[0], h[1], h[2] or "")), epoch_us(h[3]), hours, age)
+            for h in heads]
 
 
 def _read(series: tuple[list[int], list[int]] | None, t0: int, hours: int,
