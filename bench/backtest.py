@@ -9,9 +9,9 @@ Two runs, both timed from the input to the printed report:
    events come from a seeded generator (most cards quiet, some with sporadic correctable errors,
    some degrading quadratically with or without a later uncorrectable error, some failing
    without warning, a few one-off bursts); the events become counter histories with the same
-   code as an events file (:func:`gpu_health.evaluator.backtest.events.history`) and rows through
-   the same closed form of the write rule, 288 rows per card and day (change-only plus 5-minute
-   keep-alive rows: about 106 M rows). Then the same replay and report as the command.
+   code as an events file (:func:`gpu_health.evaluator.backtest.card_history.history`) and
+   rows through the same closed form of the write rule, 288 rows per card and day (change-only
+   plus 5-minute keep-alive rows: about 106 M rows). Then the same replay and report as the command.
 
     python -m bench.backtest            # both
     python -m bench.backtest --quick    # Calchas, and 512 synthetic cards x 30 days
@@ -28,7 +28,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gpu_health.evaluator.backtest.events import CardHistory, Kind
+from gpu_health.evaluator.backtest.card_history import CardHistory
+from gpu_health.evaluator.backtest.events import Kind
 from gpu_health.evaluator.backtest.history import write_histories
 from gpu_health.evaluator.backtest.pipeline import replay_all
 from gpu_health.evaluator.backtest.report import build_report, render_text

@@ -1,23 +1,17 @@
-"""Error-event CSV files -> cumulative counter histories per card (pure: rows in, data out).
+"""Error-event CSV files -> events, one at a time (pure: lines in, data out).
 
 One CSV row is one error event of one card: key columns naming the card, a time, and a type.
 Types map to ``correctable`` or ``uncorrectable``; every other type is refused unless listed as
 ignored (an unmapped ``XID`` column silently dropped would shrink the fault count). Times are Unix
 seconds or ISO 8601 with a zone in its RFC 3339 form (:mod:`gpu_health.timestamps`); a
-zone-less time is refused (its offset is a guess).
+zone-less time is refused (its offset is a guess). A card is named by the node columns joined
+with ``/`` and the device column.
 
-A card is ``node_id`` (the node columns joined with ``/``) plus ``gpu_index``, taken from the
-trailing digits of the device column (``DSA3`` -> 3) when every device name has some and no two
-names of one node share them, else the rank of the name among the file's sorted device names.
-Event files carry no UUID, so ``gpu_uuid`` is unknown and card swaps cannot be seen.
-
-The history of a card (:func:`card_histories`) is what an evaluator scraping it every ``step``
-would have read: readings on the ``step`` grid (an event is seen by the first reading at or after
-it), all counts 0 before the first event, cumulative after. The card is only *observed* from
-``lead_in`` before its first event (so the first event is an increase, not a starting value) to
-its last event plus ``observe_after`` (one hit window): outside that span nothing is known about
-it, so no rows exist there. Retired pages and row-remap counters are unknown throughout: event
-files do not have them.
+A file is read twice and never held: :func:`parse_events` checks every row and counts (types,
+events per card) before anything is written; :func:`iter_events` then hands the events out one
+at a time (:mod:`gpu_health.evaluator.backtest.events_import`). Memory grows with the cards and
+types a file names (each bounded), not with its rows. The histories the events become are
+:mod:`gpu_health.evaluator.backtest.card_history`.
 
 The Calchas preset reads the public HBM dataset of Wu et al. (USENIX ATC '24): card = Datacenter
 + Server + Name, ``CE`` correctable, ``UER``/``UEO`` uncorrectable.
@@ -27,20 +21,20 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Final, Literal
 
-from gpu_health.clock import EPOCH, epoch_us
 from gpu_health.errors import ConfigError
 from gpu_health.timestamps import parse_timestamp
 
 Kind = Literal["corrected", "uncorrected"]
+CardName = tuple[str, str]  # (node_id, device) as the file names a card
 MAX_LISTED: Final = 20
 MAX_TYPES: Final = 1000  # distinct event-type values: more means a wrong type column
+MAX_CARDS: Final = 1_000_000  # distinct cards: more means a wrong key column (or a hostile file)
 SHOWN_CHARS: Final = 60  # of a bad field, in a message (a 50 MB field is not echoed)
 
 
@@ -60,7 +54,6 @@ class _Problems(list[str]):
 def _shown(text: str | None) -> str:
     text = text or ""
     return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
-_TRAILING_INT: Final = re.compile(r"(\d+)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,25 +86,23 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class EventFile:
-    events: tuple[Event, ...]
+    """What a first read of a file found. No event is kept (a file of millions of rows would
+    hold gigabytes): :func:`iter_events` reads them again, one at a time."""
+
     rows: int
+    events: int
     by_type: dict[str, int]  # every type seen, with its count (ignored ones included)
     ignored: int
+    cards: dict[CardName, int]  # events per (node_id, device)
 
 
-@dataclass(frozen=True, slots=True)
-class CardHistory:
-    """Cumulative counts of one card on the reading grid. ``changes[0]`` is at ``start``; each
-    entry is (reading time, uncorrectable, correctable) from that reading on; ``stop`` is the
-    last reading. ``None`` counts are unknown."""
+@dataclass(slots=True)
+class _Tally:
+    """What one read of the rows has counted so far."""
 
-    node_id: str
-    gpu_index: int
-    label: str
-    start: datetime
-    stop: datetime
-    changes: tuple[tuple[datetime, int | None, int | None], ...]
-    events: int = 0
+    rows: int = 0
+    types: Counter[str] = field(default_factory=Counter)
+    problems: _Problems = field(default_factory=_Problems)
 
 
 def parse_time(text: str) -> datetime | None:
@@ -142,11 +133,20 @@ def _row(row: dict[str, str], line: int, columns: EventColumns,
     return Event(node, device, at, kind)
 
 
-def _read_rows(reader: csv.DictReader[str], origin: str, columns: EventColumns,
-               events: list[Event], types: Counter[str], problems: _Problems) -> int:
-    """Every row into ``events``; how many rows. A field above the csv module's limit, a NUL
-    byte or bytes that are not UTF-8 end the read with one line naming where."""
-    rows = 0
+def _events(lines: Iterable[str], columns: EventColumns, origin: str,
+            tally: _Tally) -> Iterator[Event]:
+    """The file's events, one at a time, counting rows, types and problems into ``tally``.
+    Missing columns, a field above the csv module's limit, a NUL byte or bytes that are not
+    UTF-8 end the read with one line naming where."""
+    reader = csv.DictReader(lines)
+    with _unreadable_as_config_error(reader, origin):
+        header = reader.fieldnames or []
+    wanted = (*columns.node, columns.gpu, columns.time, columns.type)
+    missing = [c for c in dict.fromkeys(wanted) if c not in header]
+    if missing:
+        raise ConfigError(f"{origin}: missing column(s) {', '.join(missing)} (header: "
+                          f"{', '.join(_shown(h) for h in header[:50]) or 'none'})")
+    types = tally.types
     with _unreadable_as_config_error(reader, origin):
         for rows, row in enumerate(reader, start=1):
             kind = (row.get(columns.type) or "").strip()
@@ -155,10 +155,10 @@ def _read_rows(reader: csv.DictReader[str], origin: str, columns: EventColumns,
                                   f"values in the type column {columns.type!r}: is it the "
                                   "right column?")
             types[kind] += 1
-            event = _row(row, rows + 1, columns, problems)  # the header is line 1
+            tally.rows = rows
+            event = _row(row, rows + 1, columns, tally.problems)  # the header is line 1
             if event is not None:
-                events.append(event)
-    return rows
+                yield event
 
 
 @contextlib.contextmanager
@@ -173,94 +173,40 @@ def _unreadable_as_config_error(reader: csv.DictReader[str], origin: str) -> Ite
 
 
 def parse_events(lines: Iterable[str], columns: EventColumns, origin: str) -> EventFile:
-    """Read every row; ConfigError lists every problem (missing columns, bad times, unmapped
-    types) instead of dropping rows."""
-    reader = csv.DictReader(lines)
-    with _unreadable_as_config_error(reader, origin):
-        header = reader.fieldnames or []
-    wanted = (*columns.node, columns.gpu, columns.time, columns.type)
-    missing = [c for c in dict.fromkeys(wanted) if c not in header]
-    if missing:
-        raise ConfigError(f"{origin}: missing column(s) {', '.join(missing)} (header: "
-                          f"{', '.join(_shown(h) for h in header[:50]) or 'none'})")
-    problems = _Problems()
-    events: list[Event] = []
-    types: Counter[str] = Counter()
-    rows = _read_rows(reader, origin, columns, events, types, problems)
+    """Read every row once, keeping counts only; ConfigError lists every problem (missing
+    columns, bad times, unmapped types) instead of dropping rows."""
+    tally = _Tally()
+    cards: Counter[CardName] = Counter()
+    for event in _events(lines, columns, origin, tally):
+        card = (event.node_id, event.device)
+        if card not in cards and len(cards) >= MAX_CARDS:
+            raise ConfigError(f"{origin}: line {tally.rows + 1}: more than {MAX_CARDS} distinct "
+                              f"cards ({', '.join((*columns.node, columns.gpu))}): are they the "
+                              "right columns?")
+        cards[card] += 1
+    problems = tally.problems
     mapped = columns.correctable | columns.uncorrectable | columns.ignore
-    unmapped = sorted(t for t in types if t not in mapped)
+    unmapped = sorted(t for t in tally.types if t not in mapped)
     if unmapped:
         problems.insert(0, f"event type(s) {', '.join(_shown(t) for t in unmapped[:20])} are "
                            "neither correctable, uncorrectable nor ignored: map or ignore them")
-    if not rows:
+    if not tally.rows:
         problems.append("no event rows")
     if problems:
         shown = list(problems)
         if problems.more:
             shown.append(f"... and {problems.more} more problem(s)")
         raise ConfigError([f"{origin}: {p}" for p in shown])
-    ignored = sum(n for t, n in types.items() if t in columns.ignore)
-    return EventFile(tuple(events), rows, dict(types), ignored)
+    ignored = sum(n for t, n in tally.types.items() if t in columns.ignore)
+    return EventFile(tally.rows, sum(cards.values()), dict(tally.types), ignored, dict(cards))
 
 
-def gpu_indexes(cards: Iterable[tuple[str, str]]) -> tuple[dict[tuple[str, str], int], str]:
-    """(node, device) -> gpu_index, and the rule used (see the module docstring)."""
-    keys = sorted(set(cards))
-    digits = {k: _TRAILING_INT.search(k[1]) for k in keys}
-    by_digits = {k: int(m.group(1)) for k, m in digits.items() if m is not None}
-    per_node = Counter((k[0], i) for k, i in by_digits.items())
-    if len(by_digits) == len(keys) and all(n == 1 for n in per_node.values()) and \
-            all(i < 2**31 for i in by_digits.values()):
-        return by_digits, "trailing digits of the device name"
-    ranks = {name: i for i, name in enumerate(sorted({k[1] for k in keys}))}
-    return {k: ranks[k[1]] for k in keys}, "rank of the device name among the file's names"
-
-
-def _grid_ceil(at: datetime, step_us: int) -> datetime:
-    us = epoch_us(at)
-    return EPOCH + timedelta(microseconds=-(-us // step_us) * step_us)
-
-
-def _grid_floor(at: datetime, step_us: int) -> datetime:
-    return EPOCH + timedelta(microseconds=epoch_us(at) // step_us * step_us)
-
-
-
-def history(node_id: str, gpu_index: int, label: str, events: Sequence[tuple[datetime, Kind]],
-            *, start: datetime, stop: datetime, step: timedelta) -> CardHistory:
-    """Cumulative counts of one card observed on the ``step`` grid from ``start`` to ``stop``
-    (both snapped inward onto the grid); events outside that span are counted where they fall
-    (before ``start``: already in the first reading)."""
-    step_us = epoch_us(EPOCH + step)
-    first, last = _grid_ceil(start, step_us), _grid_floor(stop, step_us)
-    unc = corr = 0
-    changes: list[tuple[datetime, int | None, int | None]] = [(first, 0, 0)]
-    for at, kind in sorted(events, key=lambda e: e[0]):
-        seen = max(_grid_ceil(at, step_us), first)
-        if seen > last:
-            break
-        unc, corr = (unc + 1, corr) if kind == "uncorrected" else (unc, corr + 1)
-        if changes[-1][0] == seen:
-            changes[-1] = (seen, unc, corr)
-        else:
-            changes.append((seen, unc, corr))
-    return CardHistory(node_id, gpu_index, label, first, last, tuple(changes), len(events))
-
-
-def card_histories(file: EventFile, *, step: timedelta, lead_in: timedelta,
-                   observe_after: timedelta) -> tuple[list[CardHistory], str]:
-    """One history per card, observed from ``lead_in`` before its first event to
-    ``observe_after`` past its last; also the gpu_index rule used."""
-    by_card: dict[tuple[str, str], list[tuple[datetime, Kind]]] = {}
-    for e in file.events:
-        by_card.setdefault((e.node_id, e.device), []).append((e.at, e.kind))
-    indexes, rule = gpu_indexes(by_card)
-    result = []
-    for key in sorted(by_card):
-        events = by_card[key]
-        times = [at for at, _ in events]
-        result.append(history(
-            key[0], indexes[key], f"{key[0]}/{key[1]}", events,
-            start=min(times) - lead_in, stop=max(times) + observe_after, step=step,
-        ))
-    return result, rule
+def iter_events(lines: Iterable[str], columns: EventColumns, origin: str,
+                file: EventFile) -> Iterator[Event]:
+    """The events of a file :func:`parse_events` has read, one at a time; ConfigError when the
+    file is no longer what that read found (it changed in between)."""
+    tally = _Tally()
+    yield from _events(lines, columns, origin, tally)
+    if tally.problems or tally.rows != file.rows or dict(tally.types) != file.by_type:
+        raise ConfigError(f"{origin}: changed while it was read ({file.rows} rows at first, "
+                          f"{tally.rows} now): import a file nothing is writing to")

@@ -10,13 +10,14 @@ calls):
   keeps each card's current reading and :meth:`ReadingWriter.hold` feeds the readings in between
   that ``decide`` would write: while nothing changes, the first grid step at least ``keepalive``
   after the last written row, i.e. every ``P`` (below) after it.
-- :func:`keepalive_rows` / :func:`write_histories` (events import, synthetic benchmark): a
-  :class:`~gpu_health.evaluator.backtest.events.CardHistory` is observed on a regular ``step`` grid
-  with no gaps, so ``decide`` has a closed form, expanded in bulk inside DuckDB: a row at the first
-  reading and at every change, and while nothing changes a keep-alive row every
-  ``P = ceil(keepalive / step) * step`` after the last written row (the first grid reading at
-  least ``keepalive`` after it). ``tests/evaluator/backtest/test_backtest_events.py`` checks
-  the closed form against ``decide`` reading by reading.
+- :func:`keepalive_rows` / :func:`write_histories` / :func:`expand_staged` (events import,
+  synthetic benchmark): a :class:`~gpu_health.evaluator.backtest.card_history.CardHistory` is
+  observed on a regular ``step`` grid with no gaps, so ``decide`` has a closed form, expanded
+  in bulk inside DuckDB: a row at the first reading and at every change, and while nothing
+  changes a keep-alive row every ``P = ceil(keepalive / step) * step`` after the last written
+  row (the first grid reading at least ``keepalive`` after it).
+  ``tests/evaluator/backtest/test_backtest_events.py`` checks the closed form against ``decide``
+  reading by reading.
 """
 
 from __future__ import annotations
@@ -25,10 +26,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from gpu_health.evaluator.backtest.events import CardHistory
+from gpu_health.evaluator.backtest.card_history import CardHistory
 from gpu_health.evaluator.ingest.write_rule import decide, xid_decision
 from gpu_health.evaluator.model import CardKey, Counters, Sample, XidKey, XidSample
-from gpu_health.evaluator.store.backtest_import import expand_segments, stage_segments
+from gpu_health.evaluator.store.backtest_import import (
+    append_segments,
+    create_segments,
+    expand_segments,
+)
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.samples import insert_runs, insert_samples
 from gpu_health.evaluator.store.xid_samples import insert_xid_samples
@@ -77,10 +82,17 @@ def write_histories(db: Database, histories: Sequence[CardHistory], *, step: tim
     """Store the write rule's rows for every history, in time order; returns the row count."""
     if not histories:
         return 0
-    stage_segments(db, segments(histories))
+    create_segments(db)
+    append_segments(db, segments(histories))
+    return expand_staged(db, min(h.start for h in histories), max(h.stop for h in histories),
+                         step=step, keepalive=keepalive, progress=progress)
+
+
+def expand_staged(db: Database, lo: datetime, hi: datetime, *, step: timedelta,
+                  keepalive: timedelta, progress: Callable[[int], None] | None = None) -> int:
+    """Store the rows of the runs staged in ``bt_segments`` (first reading ``lo``, last
+    ``hi``), one week at a time so they land in time order; returns the row count."""
     period = keepalive_period(step, keepalive)
-    lo = min(h.start for h in histories)
-    hi = max(h.stop for h in histories)
     written = 0
     start = lo
     while start <= hi:

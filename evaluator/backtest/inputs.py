@@ -6,14 +6,14 @@ the report states them next to the numbers instead of leaving them in the docs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from gpu_health.contract import COUNTER_KEYS
-from gpu_health.evaluator.backtest.events import CardHistory, EventColumns, EventFile
+from gpu_health.evaluator.backtest.events import EventColumns, EventFile
+from gpu_health.evaluator.backtest.events_import import EventsWritten
 from gpu_health.evaluator.backtest.prometheus import PrometheusImport, PrometheusRange
 from gpu_health.evaluator.store.backtest_import import sample_span
 from gpu_health.evaluator.store.db import Database
@@ -40,11 +40,10 @@ def _span(value: timedelta) -> str:
     return f"{seconds:g} s"
 
 
-def events_info(source: EventsSource, file: EventFile, histories: Sequence[CardHistory],
-                rows: int, index_rule: str, observe_after: timedelta,
-                keepalive: timedelta) -> dict[str, Any]:
+def events_info(source: EventsSource, file: EventFile, written: EventsWritten,
+                observe_after: timedelta, keepalive: timedelta) -> dict[str, Any]:
     cols = source.columns
-    cards = len(histories)
+    cards, rows, index_rule = written.cards, written.rows, written.gpu_index_rule
     return {
         "kind": "events",
         "source": str(source.path),
@@ -53,7 +52,7 @@ def events_info(source: EventsSource, file: EventFile, histories: Sequence[CardH
                     "type": cols.type, "correctable": sorted(cols.correctable),
                     "uncorrectable": sorted(cols.uncorrectable), "ignored": sorted(cols.ignore)},
         "rows": file.rows,
-        "events": len(file.events),
+        "events": file.events,
         "events_by_type": file.by_type,
         "ignored_events": file.ignored,
         "cards": cards,
@@ -64,7 +63,7 @@ def events_info(source: EventsSource, file: EventFile, histories: Sequence[CardH
         "lead_in_seconds": source.lead_in.total_seconds(),
         "observe_after_days": observe_after.total_seconds() / 86400,
         "summary": f"events {source.path}{f' ({source.preset} preset)' if source.preset else ''}"
-                   f": {file.rows} rows, {len(file.events)} events, {cards} cards, "
+                   f": {file.rows} rows, {file.events} events, {cards} cards, "
                    f"{rows} samples written",
         "assumptions": [
             f"a card is observed only from {_span(source.lead_in)} before its first event "

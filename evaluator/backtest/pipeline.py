@@ -24,8 +24,8 @@ from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import BacktestError, ConfigError
 from gpu_health.evaluator.backtest.activity import tick_grid
 from gpu_health.evaluator.backtest.compare import Costs
-from gpu_health.evaluator.backtest.events import EventFile, card_histories, parse_events
-from gpu_health.evaluator.backtest.history import write_histories
+from gpu_health.evaluator.backtest.events import EventFile, iter_events, parse_events
+from gpu_health.evaluator.backtest.events_import import Observation, write_events
 from gpu_health.evaluator.backtest.inputs import EventsSource, events_info, prometheus_info
 from gpu_health.evaluator.backtest.plot import plot_sweep, require_matplotlib
 from gpu_health.evaluator.backtest.prometheus import PrometheusRange, import_prometheus
@@ -220,19 +220,26 @@ def _import(db: Database, options: BacktestOptions, found: Sequence[Variant],
 
 
 def import_events(db: Database, source: EventsSource, events: EventFile,
-                  found: Sequence[Variant],
-                  options: BacktestOptions) -> Imported:
+                  found: Sequence[Variant], options: BacktestOptions) -> Imported:
+    """Read the checked file again, streaming it into the backtest file
+    (:mod:`gpu_health.evaluator.backtest.events_import`)."""
     longest = max(v.ruleset.params.window_days for v in found)
-    after = source.observe_after or timedelta(days=longest)
-    histories, rule = card_histories(events, step=source.step, lead_in=source.lead_in,
-                                     observe_after=after)
-    if not histories:
-        raise ConfigError(f"--events {source.path}: no correctable or uncorrectable event")
-    with progress_bar(0, "writing history", options.progress) as bar:
-        rows = write_histories(db, histories, step=source.step, keepalive=options.keepalive,
-                               progress=lambda n: bar.update(n - bar.n))
-    info = events_info(source, events, histories, rows, rule, after, options.keepalive)
-    return Imported(info, min(h.start for h in histories), max(h.stop for h in histories))
+    how = Observation(source.step, source.lead_in,
+                      source.observe_after or timedelta(days=longest))
+    origin = str(source.path)
+    try:
+        with source.path.open(encoding="utf-8", newline="") as fh, \
+                progress_bar(0, "writing history", options.progress) as bar:
+            written = write_events(db, iter_events(fh, source.columns, origin, events), events,
+                                   how, keepalive=options.keepalive,
+                                   progress=lambda n: bar.update(n - bar.n))
+    except OSError as exc:
+        raise ConfigError(f"--events {source.path}: cannot read: {exc}") from exc
+    except ConfigError as exc:
+        raise ConfigError([f"--events {source.path}: {p}" if not p.startswith(origin) else p
+                           for p in exc.problems]) from None
+    info = events_info(source, events, written, how.observe_after, options.keepalive)
+    return Imported(info, written.since, written.until)
 
 
 def replay_all(db: Database, rulesets: Sequence[RuleSet], since: datetime, until: datetime,

@@ -34,6 +34,7 @@ from gpu_health.errors import BacktestError, ConfigError, StoreError
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 
+BACKTEST_MEMORY_LIMIT: Final = 512 * 2**20  # DuckDB memory_limit of a backtest file, bytes
 MARKER: Final = "gpu_health_backtest_runs"
 _CREATE: Final = f"""CREATE TABLE IF NOT EXISTS {MARKER} (
     run_id INTEGER PRIMARY KEY,
@@ -173,7 +174,10 @@ def open_backtest(path: Path, *, live: tuple[Path, ...], importing: bool) -> Dat
     elif not importing:
         raise ConfigError(f"--db {path} does not exist: give --prometheus or --events to import "
                           "history into a new backtest file")
-    db = DuckDBDatabase(path)
+    # A backtest file grows with the history (about 100 MB per million events imported);
+    # DuckDB's default cache of 80% of the machine's memory let the process grow with it. Past
+    # this bound DuckDB spills to <file>.tmp (bench/events_import.py).
+    db = DuckDBDatabase(path, memory_limit=BACKTEST_MEMORY_LIMIT)
     mark(db)
     return db
 

@@ -18,16 +18,54 @@ from gpu_health.evaluator.store.sql import unnest_rows
 _US: Final = timedelta(microseconds=1)
 
 
-def stage_segments(db: Database, rows: Sequence[tuple[Any, ...]]) -> None:
-    """(node, index, first, last, unc, corr) runs into a connection-local temporary table."""
+SEGMENT_COLUMNS: Final = ("node_id", "gpu_index", "first_at", "last_at", "unc", "corr")
+_SEGMENT_TYPES: Final = ("VARCHAR", "INTEGER", "TIMESTAMP", "TIMESTAMP", "BIGINT", "BIGINT")
+
+
+def create_segments(db: Database) -> None:
+    """An empty connection-local table of (node, index, first, last, unc, corr) runs."""
+    columns = ", ".join(f"{n} {t}" for n, t in zip(SEGMENT_COLUMNS, _SEGMENT_TYPES, strict=True))
+    db.execute(f"CREATE OR REPLACE TEMP TABLE bt_segments ({columns})")
+
+
+def append_segments(db: Database, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Add (node, index, first, last, unc, corr) runs to the table :func:`create_segments`
+    made."""
+    if not rows:
+        return
     cols: list[list[Any]] = [[r[i] for r in rows] for i in range(6)]
     cols[2] = [to_naive_utc(t) for t in cols[2]]
     cols[3] = [to_naive_utc(t) for t in cols[3]]
-    names = ("node_id", "gpu_index", "first_at", "last_at", "unc", "corr")
-    casts = ("VARCHAR", "INTEGER", "TIMESTAMP", "TIMESTAMP", "BIGINT", "BIGINT")
-    db.execute("CREATE OR REPLACE TEMP TABLE bt_segments AS "
-               f"SELECT {unnest_rows(names, casts, alias=True)}",
-               dict(zip(names, cols, strict=True)))
+    db.execute("INSERT INTO bt_segments "
+               f"SELECT {unnest_rows(SEGMENT_COLUMNS, _SEGMENT_TYPES, alias=True)}",
+               dict(zip(SEGMENT_COLUMNS, cols, strict=True)))
+
+
+def create_event_stage(db: Database) -> None:
+    """An empty connection-local table of events as (card number, reading in epoch
+    microseconds, uncorrectable?): a file's events wait there, not in the process's memory."""
+    db.execute("CREATE OR REPLACE TEMP TABLE bt_events "
+               "(card INTEGER, slot BIGINT, unc BOOLEAN)")
+
+
+def stage_events(db: Database, cards: list[int], slots: list[int], unc: list[bool]) -> None:
+    db.execute("INSERT INTO bt_events SELECT "
+               + unnest_rows(("card", "slot", "unc"), ("INTEGER", "BIGINT", "BOOLEAN")),
+               {"card": cards, "slot": slots, "unc": unc})
+
+
+def event_slots(db: Database, first: int, stop: int) -> list[tuple[int, int, int, int]]:
+    """(card, reading, uncorrectable, correctable) of cards ``first`` .. ``stop - 1``: the
+    staged events counted per card and reading, in card and time order."""
+    rows: list[tuple[int, int, int, int]] = db.fetchall(
+        "SELECT card, slot, count(*) FILTER (WHERE unc), count(*) FILTER (WHERE NOT unc) "
+        "FROM bt_events WHERE card >= $first AND card < $stop "
+        "GROUP BY card, slot ORDER BY card, slot", {"first": first, "stop": stop})
+    return rows
+
+
+def drop_event_stage(db: Database) -> None:
+    db.execute("DROP TABLE IF EXISTS bt_events")
 
 
 def expand_segments(db: Database, start: datetime, end: datetime, period: timedelta) -> int:

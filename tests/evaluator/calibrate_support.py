@@ -27,7 +27,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gpu_health.evaluator.backtest.events import CardHistory, Kind, history
+from gpu_health.evaluator.backtest.card_history import CardHistory, history
+from gpu_health.evaluator.backtest.events import Kind
 from gpu_health.evaluator.backtest.history import write_histories
 from gpu_health.evaluator.store.backtest import open_backtest, start_run
 from gpu_health.evaluator.store.db import Database

@@ -12,12 +12,11 @@ import pytest
 
 from gpu_health.clock import from_naive_utc
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.backtest.card_history import card_histories, gpu_indexes, history
 from gpu_health.evaluator.backtest.events import (
     CALCHAS,
     Kind,
-    card_histories,
-    gpu_indexes,
-    history,
+    iter_events,
     parse_events,
     parse_time,
 )
@@ -55,10 +54,11 @@ def test_parse_time_accepts_unix_seconds_and_zoned_iso_only() -> None:
 
 def test_calchas_shaped_file_is_read_with_the_preset() -> None:
     text = CSV.format(t1=unix(T0), t2=unix(T0 + timedelta(hours=1)), t3=unix(T0))
-    file = parse_events(text.splitlines(keepends=True), CALCHAS, "x.csv")
-    assert file.rows == 4 and len(file.events) == 4
+    lines = text.splitlines(keepends=True)
+    file = parse_events(lines, CALCHAS, "x.csv")
+    assert file.rows == 4 and file.events == 4
     assert file.by_type == {"CE": 2, "UER": 1, "UEO": 1}
-    assert {(e.node_id, e.device, e.kind) for e in file.events} == {
+    assert {(e.node_id, e.device, e.kind) for e in iter_events(lines, CALCHAS, "x.csv", file)} == {
         ("DC1/10.0.0.1", "DSA3", "corrected"), ("DC1/10.0.0.1", "DSA3", "uncorrected"),
         ("DC1/10.0.0.1", "DSA5", "uncorrected"), ("DC2/10.0.0.2", "DSA3", "corrected")}
 
@@ -78,7 +78,7 @@ def test_every_bad_row_is_listed_and_nothing_is_dropped_silently() -> None:
     ignoring = dataclasses.replace(CALCHAS, ignore=frozenset({"XID48"}))
     good = "\n".join(text.splitlines()[:2] + text.splitlines()[4:]) + "\n"
     file = parse_events(good.splitlines(keepends=True), ignoring, "ok.csv")
-    assert (file.rows, len(file.events), file.ignored) == (2, 1, 1)
+    assert (file.rows, file.events, file.ignored) == (2, 1, 1)
 
 
 def test_missing_columns_are_named() -> None:
@@ -107,9 +107,10 @@ def test_history_counts_from_zero_with_a_lead_in_and_snaps_to_the_grid() -> None
 
 def test_card_histories_observe_each_card_from_lead_in_to_last_event_plus_window() -> None:
     text = CSV.format(t1=unix(T0), t2=unix(T0 + timedelta(days=3)), t3=unix(T0))
-    file = parse_events(text.splitlines(keepends=True), CALCHAS, "x.csv")
-    histories, rule = card_histories(file, step=MIN, lead_in=MIN,
-                                     observe_after=timedelta(days=7))
+    lines = text.splitlines(keepends=True)
+    file = parse_events(lines, CALCHAS, "x.csv")
+    histories, rule = card_histories(iter_events(lines, CALCHAS, "x.csv", file), step=MIN,
+                                     lead_in=MIN, observe_after=timedelta(days=7))
     by_label = {h.label: h for h in histories}
     dsa3 = by_label["DC1/10.0.0.1/DSA3"]
     assert (dsa3.start, dsa3.stop) == (T0 - MIN, T0 + timedelta(days=10))
@@ -179,8 +180,9 @@ def test_calchas_dataset_with_the_preset(tmp_path: Path) -> None:
         file = parse_events(fh, CALCHAS, str(path))
     assert file.rows == 20391 and file.ignored == 0
     assert file.by_type == {"CE": 10470, "UER": 334, "UEO": 9587}
-    histories, rule = card_histories(file, step=MIN, lead_in=MIN,
-                                     observe_after=timedelta(days=7))
+    with path.open(encoding="utf-8", newline="") as fh:
+        histories, rule = card_histories(iter_events(fh, CALCHAS, str(path), file), step=MIN,
+                                         lead_in=MIN, observe_after=timedelta(days=7))
     assert len(histories) == 51 and rule == "trailing digits of the device name"
     db = DuckDBDatabase(tmp_path / "calchas.duckdb")
     write_histories(db, histories, step=MIN, keepalive=KEEP)

@@ -36,7 +36,7 @@ def test_no_file_means_built_in_defaults() -> None:
     assert cfg.static_configs == (TargetGroup(("127.0.0.1:10346",)),)
     assert cfg.listen_address == "127.0.0.1:10347"
     assert (cfg.scrape.interval, cfg.keepalive.total_seconds(), cfg.dedup.max_entries) == (
-        60, 300, 4096)
+        60, 300, 131_072)
     assert cfg.dedup.idle_seconds == 1800 and cfg.retention_days == 180
     assert (cfg.rules.active, cfg.api_tokens_file) == ("v2-ecc-xid", None)
 
