@@ -23,8 +23,8 @@ from typing import Any, ClassVar, TypeVar
 
 from gpu_health.clock import from_naive_utc, system_clock, to_naive_utc
 from gpu_health.errors import StoreError
+from gpu_health.evaluator.store.migrations import MIGRATIONS, Only
 from gpu_health.evaluator.store.rollup_sql import SEALED_MEMO, STATE
-from gpu_health.evaluator.store.schema import MIGRATIONS, Only
 from gpu_health.evaluator.store.sql import Dialect
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ import duckdb
 
 from gpu_health.clock import from_naive_utc
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.schema import MIGRATIONS, Only
+from gpu_health.evaluator.store.migrations import MIGRATIONS, Only
 
 
 @contextmanager

@@ -16,8 +16,8 @@ from gpu_health.evaluator.main import main
 from gpu_health.evaluator.store import Database
 from gpu_health.evaluator.store.api_queries import capabilities
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.migrations import MIGRATIONS
 from gpu_health.evaluator.store.rollups import seal
-from gpu_health.evaluator.store.schema import MIGRATIONS
 from gpu_health.evaluator.store.stats import raw_stats
 from tests.evaluator.rules_support import at
 from tests.evaluator.store_support import older_file

@@ -15,7 +15,7 @@ import pytest
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
 from gpu_health.evaluator.store.engines.postgres_dialect import to_pyformat
-from gpu_health.evaluator.store.schema import MIGRATIONS
+from gpu_health.evaluator.store.migrations import MIGRATIONS
 from tests.postgres import PASSWORD, PostgresServer, postgres_server
 
 
