@@ -225,15 +225,20 @@ def extract_cards(samples: Iterable[RawSample],
             card.add_xid(xid, sample.value, unknown)
         elif is_recovery:
             card.add_recovery(sample.labels.get("action", ""), sample.value)
-    for name, n in (unused or {}).items():
-        if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX):
-            ignored["unknown_metric"] += n
+    if skipped := unknown_metrics(unused or {}):
+        ignored["unknown_metric"] += skipped
     cards = [_finish(index, builders[index], ignored, unknown) for index in sorted(builders)]
     if len(names) > 1:  # an exporter that names two nodes names none
         ignored["conflicting_node_name"] += len(names)
     node = next(iter(names)) if len(names) == 1 else None
     return CardExtraction(tuple(c for c in cards if c is not None), dict(ignored), dict(unknown),
                           node)
+
+
+def unknown_metrics(unused: Mapping[str, int]) -> int:
+    """How many of the skipped samples are contract series this evaluator does not know."""
+    return sum(n for name, n in unused.items()
+               if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX))
 
 
 def _node_name(sample: RawSample, names: set[str], ignored: Counter[str]) -> None:

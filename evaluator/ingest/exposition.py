@@ -96,6 +96,64 @@ def _check_comment(line: str) -> None:
         raise ValueError("TYPE line needs a metric name and one of " + ", ".join(sorted(_TYPES)))
 
 
+def _checked(line: str) -> tuple[str, str | None, str]:
+    """A sample line's name, label text and value, with the value and timestamp checked."""
+    match = _SAMPLE_RE.fullmatch(line)
+    if match is None:
+        raise ValueError("not a sample line")
+    name, label_text, value, timestamp = match.groups()
+    parse_value(value)
+    if timestamp is not None and _TIMESTAMP_RE.fullmatch(timestamp) is None:
+        raise ValueError(f"timestamp {timestamp!r} is not integer milliseconds")
+    return name, label_text, value
+
+
+def _check_sample(line: str) -> str:
+    """Validate a sample line whose labels are not decoded; its metric name."""
+    name, label_text, _ = _checked(line)
+    if label_text and _LABEL_SET_RE.fullmatch(label_text) is None:
+        raise ValueError("invalid label set")
+    return name
+
+
+def split_wanted(text: str, wanted: Collection[str], unused: Counter[str],
+                 sample_limit: int | None = None) -> list[str] | None:
+    """The sample lines of ``text`` whose name is in ``wanted``, stripped and *not yet
+    validated*; every other line validated and its name counted in ``unused``, as
+    :func:`parse_samples` does. None when a line is bad or the samples pass ``sample_limit``:
+    :func:`parse_samples` then says which, with the line's number.
+
+    The cheap half of a scrape whose wanted lines may be the same as last time (compare them,
+    then validate and decode them only when they differ: :mod:`gpu_health.evaluator.ingest.
+    parse_memo`). A wanted line is recognised by the name before its first ``{`` (or blank);
+    a malformed one fails when it is parsed, as it would here."""
+    lines: list[str] = []
+    seen = 0
+    limit = sample_limit if sample_limit is not None else -1
+    try:
+        for raw_line in text.split("\n"):
+            line = raw_line.strip()
+            if not line:
+                continue
+            if line[0] == "#":
+                _check_comment(line)
+                continue
+            seen += 1
+            if seen == limit + 1:
+                return None
+            # A valid sample's name ends at its first '{' (there are no braces after the
+            # labels), else at its first blank: str methods, not a regex, on every line.
+            brace = line.find("{")
+            name = line[:brace].rstrip(" \t") if brace >= 0 else line.split(None, 1)[0]
+            if name in wanted:
+                lines.append(line)
+            else:
+                unused[_check_sample(line)] += 1
+    except ValueError:
+        return None
+    return lines
+
+
 def parse_samples(text: str, wanted: Collection[str] | None = None,
                   unused: Counter[str] | None = None,
                   sample_limit: int | None = None) -> list[RawSample]:
@@ -108,7 +166,6 @@ def parse_samples(text: str, wanted: Collection[str] | None = None,
     not, as Prometheus's ``sample_limit`` does), before it decodes the rest.
     """
     samples: list[RawSample] = []
-    match_line = _SAMPLE_RE.fullmatch
     seen = 0
     limit = sample_limit if sample_limit is not None else -1
     for number, raw_line in enumerate(text.split("\n"), start=1):
@@ -123,13 +180,7 @@ def parse_samples(text: str, wanted: Collection[str] | None = None,
             if seen == limit + 1:
                 raise ParseError(f"more than {limit} samples (scrape.sample_limit): the "
                                  "target is refused whole", reason="sample_limit")
-            match = match_line(line)
-            if match is None:
-                raise ValueError("not a sample line")
-            name, label_text, value, timestamp = match.groups()
-            parse_value(value)
-            if timestamp is not None and _TIMESTAMP_RE.fullmatch(timestamp) is None:
-                raise ValueError(f"timestamp {timestamp!r} is not integer milliseconds")
+            name, label_text, value = _checked(line)
             if wanted is None or name in wanted:
                 labels = _parse_labels(label_text) if label_text else {}
                 samples.append(RawSample(name, labels, value))

@@ -7,7 +7,9 @@ cannot delay the others beyond holding one of ``max_concurrency`` slots for at m
 
 The size cap counts *decompressed* bytes (a small gzip body can expand a thousandfold), and a
 ``Content-Length`` above the cap is refused before reading. The body must be UTF-8 text in the
-Prometheus text format; it is parsed right here, so ``duration`` covers fetch and parse.
+Prometheus text format; it is parsed right here, so ``duration`` covers fetch and parse (a
+target whose contract lines did not change since its last scrape reuses their cards:
+:mod:`gpu_health.evaluator.ingest.parse_memo`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import aiohttp
 from gpu_health.clock import Clock
 from gpu_health.errors import GpuHealthError, ScrapeError
 from gpu_health.evaluator.config.targets import Target
-from gpu_health.evaluator.ingest.cards import CardExtraction, parse_cards
+from gpu_health.evaluator.ingest.cards import CardExtraction
+from gpu_health.evaluator.ingest.parse_memo import ParseMemo
 from gpu_health.evaluator.outbound import ClientOptions, client_session
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,7 @@ class Scraper:
         self._limit = asyncio.Semaphore(max_concurrency)
         self._max_concurrency = max_concurrency
         self._session: aiohttp.ClientSession | None = None
+        self.memo = ParseMemo()  # each target's cards of last time, by digest
 
     async def __aenter__(self) -> Scraper:
         # No session-wide total: each scrape is bounded by its own ``asyncio.timeout``.
@@ -94,6 +98,7 @@ class Scraper:
 
         await asyncio.gather(*(worker() for _ in range(min(self._max_concurrency,
                                                              len(targets)))))
+        self.memo.retain({t.url for t in targets})
         return [r for r in results if r is not None]
 
     async def scrape(self, target: Target) -> ScrapeResult:
@@ -103,8 +108,8 @@ class Scraper:
             started = time.perf_counter()
             try:
                 body = await self._fetch(target)
-                extraction = parse_cards(body, sample_limit=self.sample_limit,
-                                         max_cards=self.max_cards)
+                extraction = self.memo.parse(target.url, body, sample_limit=self.sample_limit,
+                                             max_cards=self.max_cards)
             except Exception as exc:  # the one catch-all per target: record, never propagate
                 reason, message = _describe(exc, self.timeout)
                 log.debug("scrape of %s failed (%s): %s", target.url, reason, message)
