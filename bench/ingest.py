@@ -7,7 +7,8 @@ The stand-in exporters are one aiohttp server in a separate process (``/t/<i>/me
 about 100 lines per target like the real exporter), so this process measures the evaluator
 alone: the production ``IngestPipeline`` (scrape, parse, write rule, dedup cache, DuckDB).
 Phases: parse-only throughput; a cold cycle (empty DB and cache); steady cycles with a cache
-sized to the fleet; steady cycles with a 4,096-entry cache, smaller than the fleet (misses every
+sized to the fleet; the same with every answer parsed in full (no parse memo: the reference in
+the same run); steady cycles with a 4,096-entry cache, smaller than the fleet (misses every
 cycle, one batched SELECT; the default fits 100,000 cards). Between steady cycles 1% of the
 cards change one counter (plus one cycle where nothing changed: zero statements). Targets:
 steady < 10 s, cold < 5 s for 2,000 x 8.
@@ -34,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpu_health.clock import system_clock
 from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, METRIC_TYPES
 from gpu_health.evaluator.config.targets import Target
-from gpu_health.evaluator.ingest.cards import parse_cards
+from gpu_health.evaluator.ingest.cards import CardExtraction, parse_cards
 from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.parse_memo import ParseMemo
@@ -123,6 +124,14 @@ class TimedScraper(Scraper):
         return results
 
 
+class NoMemo(ParseMemo):
+    """The reference: every answer parsed in full, as before the memo."""
+
+    def parse(self, key: str, text: str, *, sample_limit: int | None = None,
+              max_cards: int | None = None) -> CardExtraction:
+        return parse_cards(text, sample_limit=sample_limit, max_cards=max_cards)
+
+
 @dataclass
 class Row:
     phase: str
@@ -159,7 +168,9 @@ async def bench(port: int, targets: int, gpus: int, cycles: int, changed: float)
             rows.append(await cycle(pipeline, db, "cold (empty DB and cache)"))
             await retention.wait()
             for phase, cache in (("steady, cache >= fleet", None),
+                                 ("steady, no parse memo", None),
                                  ("steady, 4096-entry cache", SMALL_CACHE)):
+                scraper.memo = NoMemo() if "no parse memo" in phase else ParseMemo()
                 if cache is not None:
                     ingestor.cache = DedupCache(max_entries=cache)
                     pipeline.ingestor = ingestor
@@ -246,7 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     steady = max(r.seconds for r in rows if "cache >= fleet" in r.phase)
     small = max(r.seconds for r in rows if "4096" in r.phase)
     selects = {r.report.selects for r in rows if "4096" in r.phase}
-    print(f"\nsummary: cold {cold:.2f} s (target < 5 s), steady {steady:.2f} s (target < 10 s), "
+    memo_on = sum(r.scrape_s for r in rows if "cache >= fleet" in r.phase)
+    memo_off = sum(r.scrape_s for r in rows if "no parse memo" in r.phase)
+    print(f"\nscrape + parse of the steady cycles: {memo_on:.2f} s with the parse memo, "
+          f"{memo_off:.2f} s without (x{memo_off / memo_on:.2f})")
+    print(f"summary: cold {cold:.2f} s (target < 5 s), steady {steady:.2f} s (target < 10 s), "
           f"steady with 4096 cache {small:.2f} s with {sorted(selects)} SELECT(s) per cycle")
     return 0
 

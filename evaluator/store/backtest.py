@@ -34,7 +34,7 @@ from gpu_health.errors import BacktestError, ConfigError, StoreError
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 
-BACKTEST_MEMORY_LIMIT: Final = 512 * 2**20  # DuckDB memory_limit of a backtest file, bytes
+BACKTEST_MEMORY_LIMIT: Final = 768 * 2**20  # DuckDB memory_limit of a backtest file, bytes
 MARKER: Final = "gpu_health_backtest_runs"
 _CREATE: Final = f"""CREATE TABLE IF NOT EXISTS {MARKER} (
     run_id INTEGER PRIMARY KEY,
