@@ -85,6 +85,13 @@ def _parse_labels(text: str) -> dict[str, str]:
     return labels
 
 
+def _decoded(label_text: str, decoded: dict[str, dict[str, str]]) -> dict[str, str]:
+    labels = decoded.get(label_text)
+    if labels is None:
+        labels = decoded[label_text] = _parse_labels(label_text)
+    return labels
+
+
 def _check_comment(line: str) -> None:
     # HELP text is free-form; TYPE must name a metric and a known type (Prometheus rejects others).
     parts = line[1:].split(None, 3)
@@ -166,6 +173,7 @@ def parse_samples(text: str, wanted: Collection[str] | None = None,
     not, as Prometheus's ``sample_limit`` does), before it decodes the rest.
     """
     samples: list[RawSample] = []
+    decoded: dict[str, dict[str, str]] = {}
     seen = 0
     limit = sample_limit if sample_limit is not None else -1
     for number, raw_line in enumerate(text.split("\n"), start=1):
@@ -182,7 +190,9 @@ def parse_samples(text: str, wanted: Collection[str] | None = None,
                                  "target is refused whole", reason="sample_limit")
             name, label_text, value = _checked(line)
             if wanted is None or name in wanted:
-                labels = _parse_labels(label_text) if label_text else {}
+                # One card's label set recurs in each of its families: decoded once per text
+                # (the dicts are shared, read only).
+                labels = _decoded(label_text, decoded) if label_text else {}
                 samples.append(RawSample(name, labels, value))
             else:
                 if label_text and _LABEL_SET_RE.fullmatch(label_text) is None:
