@@ -5,12 +5,13 @@ counter is 0 only when the sample's value is literally zero."""
 from __future__ import annotations
 
 import contextlib
+import math
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu_health.errors import ParseError
-from gpu_health.evaluator.ingest.cards import parse_cards
+from gpu_health.evaluator.ingest.cards import MAX_COUNTER, counter_value, parse_cards
 from gpu_health.evaluator.ingest.exposition import parse_value
 from tests.evaluator.ingest_support import Card, a100, render
 
@@ -59,3 +60,28 @@ def test_a_counter_is_zero_only_for_a_literal_zero(value: str, xid_value: str) -
         assert parse_value(value.strip()) == 0
     if dict(card.xids).get(48) == 0:
         assert parse_value(xid_value.strip()) == 0
+
+
+def _through_float(text: str) -> tuple[int | None, str | None] | str:
+    """What counter_value gave before its "N.0" shortcut (the float path, or the error)."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        return str(exc)
+    if math.isnan(value) or math.isinf(value) or value < 0 or not value.is_integer() or \
+            value > MAX_COUNTER:
+        return counter_value(text)  # an unknown value: the reasons are tested elsewhere
+    return int(value), None
+
+
+@QUICK
+@given(text=st.one_of(st.from_regex(r"[0-9]{1,19}\.0", fullmatch=True),
+                      st.from_regex(r"[+-]?[0-9٠]{0,17}\.0?", fullmatch=True)))
+def test_the_whole_float_shortcut_reads_what_float_reads(text: str) -> None:
+    if text.isascii() and text.isdigit():
+        return
+    try:
+        got: object = counter_value(text)
+    except ValueError as exc:
+        got = str(exc)
+    assert got == _through_float(text)
