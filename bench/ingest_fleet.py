@@ -13,7 +13,8 @@ In this process, with the same scraper (the production ``Scraper``, the default 
 - the reference: a cycle that only fetches the same answers (HTTP, gunzip, UTF-8), no parsing;
 - the production ``IngestPipeline`` (parse, write rule, dedup caches at their defaults, DuckDB):
   the first cycle (empty store and caches), then steady cycles, each right after a reference
-  cycle over the same answers.
+  cycle over the same answers; then as many with every answer parsed in full (the parse memo
+  off), to show what the memo saves.
 
 CPU-seconds are this process's (all its threads: ``time.process_time``). The same is run at a
 tenth of the fleet for the growth exponent. Then the same process, its scraper and caches still
@@ -59,7 +60,7 @@ from gpu_health.clock import system_clock
 from gpu_health.contract import NODE_LABEL, NODE_METRIC
 from gpu_health.evaluator.config.scrape import ScrapeConfig
 from gpu_health.evaluator.config.targets import Target
-from gpu_health.evaluator.ingest.cards import CardExtraction
+from gpu_health.evaluator.ingest.cards import CardExtraction, parse_cards
 from gpu_health.evaluator.ingest.cycle import Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.parse_memo import ParseMemo
@@ -165,6 +166,14 @@ def serve(port_queue: Queue[int], targets: int, seed: int) -> None:
     asyncio.run(main())
 
 
+class FullParse(ParseMemo):
+    """Every answer parsed in full, as without the memo (the same run's reference for it)."""
+
+    def parse(self, key: str, text: str, *, sample_limit: int | None = None,
+              max_cards: int | None = None) -> CardExtraction:
+        return parse_cards(text, sample_limit=sample_limit, max_cards=max_cards)
+
+
 class FetchOnly(ParseMemo):
     """The reference: the answer is fetched and decoded, never parsed."""
 
@@ -198,9 +207,9 @@ async def measure_fleet(port: int, targets: int, cycles: int, changed: float,
     pipeline = IngestPipeline(targets=lambda: fleet, scraper=scraper, ingestor=ingestor,
                               clock=system_clock)
     memo = ParseMemo()
-    out: dict[str, Any] = {"fetch": [], "steady": [], "rows": []}
+    out: dict[str, Any] = {"fetch": [], "steady": [], "rows": [], "full": []}
     async with scraper, ClientSession() as control:
-        for n in range(cycles + 1):
+        for n in range(2 * cycles + 1):  # the last ``cycles`` parse every answer in full
             if n:
                 async with control.get(f"http://127.0.0.1:{port}/advance",
                                        params={"fraction": str(changed)}) as r:
@@ -209,11 +218,13 @@ async def measure_fleet(port: int, targets: int, cycles: int, changed: float,
             cpu, wall, results = await _timed(scraper.scrape_all(fleet))
             assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
             out["fetch"].append((cpu, wall))
-            scraper.memo = memo
+            scraper.memo = memo if n <= cycles else FullParse()
             cpu, wall, report = await _timed(pipeline.run_cycle())
             assert report.targets_up == targets and report.cards == targets * GPUS, report
-            out["steady" if n else "first"] = (cpu, wall) if not n else \
-                [*out["steady"], (cpu, wall)]
+            if n:
+                out["steady" if n <= cycles else "full"].append((cpu, wall))
+            else:
+                out["first"] = (cpu, wall)
             out["rows"].append(report.rows_written)
     db.close()
     out["kept"] = (scraper, ingestor, memo)  # the ingest side's memory, for the store phase
@@ -234,14 +245,16 @@ def run_fleet(targets: int, cycles: int, changed: float, tmp: Path) -> dict[str,
         server.join(10)
     fetch = statistics.median(c for c, _ in result["fetch"])
     steady = statistics.median(c for c, _ in result["steady"])
+    full = statistics.median(c for c, _ in result["full"])
     first = result["first"][0]
     print(f"{targets:,} targets x {GPUS} GPUs = {targets * GPUS:,} cards: fetch only "
           f"{fetch:.2f} CPU-s per cycle (median of {len(result['fetch'])}); first cycle "
           f"{first:.2f} CPU-s ({result['first'][1]:.1f} s wall, x{first / fetch:.1f}); steady "
           f"{steady:.2f} CPU-s (median of {len(result['steady'])}, wall "
           f"{statistics.median(w for _, w in result['steady']):.1f} s, x{steady / fetch:.1f}); "
-          f"rows written {result['rows']}; peak RSS so far {scale._peak_mb():,.0f} MB",
-          flush=True)
+          f"rows written {result['rows']}; peak RSS so far {scale._peak_mb():,.0f} MB; "
+          f"steady with every answer parsed in full (no parse memo) {full:.2f} CPU-s "
+          f"(x{full / fetch:.1f})", flush=True)
     return result | {"fetch_cpu": fetch, "steady_cpu": steady, "first_cpu": first}
 
 
