@@ -32,10 +32,11 @@ from pathlib import Path
 from aiohttp import ClientSession, web
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.loopback import FullParse, run_server
 from gpu_health.clock import system_clock
 from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, METRIC_TYPES
 from gpu_health.evaluator.config.targets import Target
-from gpu_health.evaluator.ingest.cards import CardExtraction, parse_cards
+from gpu_health.evaluator.ingest.cards import parse_cards
 from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.parse_memo import ParseMemo
@@ -98,18 +99,7 @@ def serve(port_queue: Queue[int], targets: int, gpus: int) -> None:
             bodies[t] = render(t, gpus, generation)
         return web.json_response({"changed": len(chosen)})
 
-    async def main() -> None:
-        app = web.Application()
-        app.router.add_get("/t/{i}/metrics", metrics)
-        app.router.add_get("/bump", bump)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
-        await site.start()
-        port_queue.put(int(runner.addresses[0][1]))
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
+    run_server(port_queue, {"/t/{i}/metrics": metrics, "/bump": bump})
 
 
 class TimedScraper(Scraper):
@@ -122,14 +112,6 @@ class TimedScraper(Scraper):
         results = await super().scrape_all(targets)
         self.last_seconds = time.perf_counter() - started
         return results
-
-
-class NoMemo(ParseMemo):
-    """The reference: every answer parsed in full, as before the memo."""
-
-    def parse(self, key: str, text: str, *, sample_limit: int | None = None,
-              max_cards: int | None = None) -> CardExtraction:
-        return parse_cards(text, sample_limit=sample_limit, max_cards=max_cards)
 
 
 @dataclass
@@ -170,7 +152,7 @@ async def bench(port: int, targets: int, gpus: int, cycles: int, changed: float)
             for phase, cache in (("steady, cache >= fleet", None),
                                  ("steady, no parse memo", None),
                                  ("steady, 4096-entry cache", SMALL_CACHE)):
-                scraper.memo = NoMemo() if "no parse memo" in phase else ParseMemo()
+                scraper.memo = FullParse() if "no parse memo" in phase else ParseMemo()
                 if cache is not None:
                     ingestor.cache = DedupCache(max_entries=cache)
                     pipeline.ingestor = ingestor

@@ -56,11 +56,12 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from bench import scale
+from bench.loopback import FullParse, run_server
 from gpu_health.clock import system_clock
 from gpu_health.contract import NODE_LABEL, NODE_METRIC
 from gpu_health.evaluator.config.scrape import ScrapeConfig
 from gpu_health.evaluator.config.targets import Target
-from gpu_health.evaluator.ingest.cards import CardExtraction, parse_cards
+from gpu_health.evaluator.ingest.cards import CardExtraction
 from gpu_health.evaluator.ingest.cycle import Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.parse_memo import ParseMemo
@@ -152,26 +153,7 @@ def serve(port_queue: Queue[int], targets: int, seed: int) -> None:
         tail[0] = tail_text(cycle[0])
         return web.json_response({"changed": len(chosen)})
 
-    async def main() -> None:
-        app = web.Application()
-        app.router.add_get("/t/{i}/metrics", metrics)
-        app.router.add_get("/advance", advance)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
-        await site.start()
-        port_queue.put(int(runner.addresses[0][1]))
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
-
-
-class FullParse(ParseMemo):
-    """Every answer parsed in full, as without the memo (the same run's reference for it)."""
-
-    def parse(self, key: str, text: str, *, sample_limit: int | None = None,
-              max_cards: int | None = None) -> CardExtraction:
-        return parse_cards(text, sample_limit=sample_limit, max_cards=max_cards)
+    run_server(port_queue, {"/t/{i}/metrics": metrics, "/advance": advance})
 
 
 class FetchOnly(ParseMemo):
