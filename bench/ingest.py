@@ -161,7 +161,7 @@ async def bench(port: int, targets: int, gpus: int, cycles: int, changed: float)
                                            params={"fraction": str(changed)}) as r:
                         await r.read()
                     rows.append(await cycle(pipeline, db, f"{phase} #{n + 1}"))
-                if cache is None:  # the reference's steady state: nothing changed at all
+                if phase == "steady, cache >= fleet":  # the steady state: nothing changed at all
                     rows.append(await cycle(pipeline, db, "steady, nothing changed"))
         db.close()
     return rows

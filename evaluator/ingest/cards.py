@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpu_health.contract import (
     BANK_LEVELS,
@@ -213,10 +213,8 @@ def _card_of(labels: Mapping[str, str], builders: dict[int, _CardBuilder]) -> _C
     return card
 
 
-def extract_cards(samples: Iterable[RawSample],
-                  unused: Mapping[str, int] | None = None) -> CardExtraction:
-    """Group contract series by ``gpu`` label into :class:`CardReading` (sorted by index).
-    ``unused`` counts the sample names the parser skipped (see :func:`parse_cards`)."""
+def extract_cards(samples: Iterable[RawSample]) -> CardExtraction:
+    """Group contract series by ``gpu`` label into :class:`CardReading` (sorted by index)."""
     builders: dict[int, _CardBuilder] = {}
     seen: _Seen = {}
     ignored: Counter[str] = Counter()
@@ -244,8 +242,6 @@ def extract_cards(samples: Iterable[RawSample],
             card.add_xid(xid, sample.value, unknown)
         elif is_recovery:
             card.add_recovery(sample.labels.get("action", ""), sample.value)
-    if skipped := unknown_metrics(unused or {}):
-        ignored["unknown_metric"] += skipped
     cards = [_finish(index, builders[index], ignored, unknown) for index in sorted(builders)]
     if len(names) > 1:  # an exporter that names two nodes names none
         ignored["conflicting_node_name"] += len(names)
@@ -254,10 +250,17 @@ def extract_cards(samples: Iterable[RawSample],
                           node)
 
 
-def unknown_metrics(unused: Mapping[str, int]) -> int:
-    """How many of the skipped samples are contract series this evaluator does not know."""
-    return sum(n for name, n in unused.items()
-               if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX))
+def with_unknown_metrics(extraction: CardExtraction,
+                         unused: Mapping[str, int]) -> CardExtraction:
+    """``extraction`` with the skipped samples that are contract series this evaluator does not
+    know counted as ``unknown_metric`` (``unused``: the sample names the parser skipped)."""
+    skipped = sum(n for name, n in unused.items()
+                  if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX))
+    if not skipped:
+        return extraction
+    ignored = dict(extraction.ignored_series)
+    ignored["unknown_metric"] = ignored.get("unknown_metric", 0) + skipped
+    return replace(extraction, ignored_series=ignored)
 
 
 def _node_name(sample: RawSample, names: set[str], ignored: Counter[str]) -> None:
@@ -300,8 +303,8 @@ def parse_cards(text: str, *, sample_limit: int | None = None,
     """Validate a whole exposition and extract its cards (raises ParseError on bad text, and
     with reason ``sample_limit`` above ``sample_limit`` samples or ``max_cards`` cards)."""
     unused: Counter[str] = Counter()
-    extraction = extract_cards(parse_samples(text, WANTED_METRICS, unused, sample_limit),
-                               unused)
+    extraction = with_unknown_metrics(
+        extract_cards(parse_samples(text, WANTED_METRICS, unused, sample_limit)), unused)
     if max_cards is not None and len(extraction.cards) > max_cards:
         raise ParseError(f"{len(extraction.cards)} cards, more than {max_cards} "
                          "(scrape.max_cards_per_target): the target is refused whole",

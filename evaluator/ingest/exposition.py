@@ -115,11 +115,16 @@ def _checked(line: str) -> tuple[str, str | None, str]:
     return name, label_text, value
 
 
+def _check_label_set(label_text: str | None) -> None:
+    """Validate labels that are not decoded (cheaper than building a dict)."""
+    if label_text and _LABEL_SET_RE.fullmatch(label_text) is None:
+        raise ValueError("invalid label set")
+
+
 def _check_sample(line: str) -> str:
     """Validate a sample line whose labels are not decoded; its metric name."""
     name, label_text, _ = _checked(line)
-    if label_text and _LABEL_SET_RE.fullmatch(label_text) is None:
-        raise ValueError("invalid label set")
+    _check_label_set(label_text)
     return name
 
 
@@ -195,8 +200,7 @@ def parse_samples(text: str, wanted: Collection[str] | None = None,
                 labels = _decoded(label_text, decoded) if label_text else {}
                 samples.append(RawSample(name, labels, value))
             else:
-                if label_text and _LABEL_SET_RE.fullmatch(label_text) is None:
-                    raise ValueError("invalid label set")
+                _check_label_set(label_text)
                 if unused is not None:
                     unused[name] += 1
         except ValueError as exc:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Collection
-from dataclasses import replace
 
 from gpu_health.errors import ParseError
 from gpu_health.evaluator.ingest.cards import (
@@ -27,7 +26,7 @@ from gpu_health.evaluator.ingest.cards import (
     CardExtraction,
     extract_cards,
     parse_cards,
-    unknown_metrics,
+    with_unknown_metrics,
 )
 from gpu_health.evaluator.ingest.exposition import parse_samples, split_wanted
 
@@ -51,7 +50,8 @@ class ParseMemo:
         lines = split_wanted(text, WANTED_METRICS, unused, sample_limit)
         if lines is None:  # a bad line or too many samples: the full parser says which
             return parse_cards(text, sample_limit=sample_limit, max_cards=max_cards)
-        digest = hashlib.blake2b("\n".join(lines).encode(), digest_size=16).digest()
+        wanted = "\n".join(lines)
+        digest = hashlib.blake2b(wanted.encode(), digest_size=16).digest()
         entry = self._entries.get(key)
         if entry is not None and entry[0] == digest:
             self.hits += 1
@@ -59,17 +59,13 @@ class ParseMemo:
         else:
             self.misses += 1
             try:
-                cards = extract_cards(parse_samples("\n".join(lines), WANTED_METRICS))
+                cards = extract_cards(parse_samples(wanted, WANTED_METRICS))
             except ParseError:  # the line number is the answer's, not the wanted lines'
                 return parse_cards(text, sample_limit=sample_limit, max_cards=max_cards)
             self._entries[key] = (digest, cards)
         if max_cards is not None and len(cards.cards) > max_cards:
             return parse_cards(text, sample_limit=sample_limit, max_cards=max_cards)
-        if unknown := unknown_metrics(unused):
-            ignored = dict(cards.ignored_series)
-            ignored["unknown_metric"] = ignored.get("unknown_metric", 0) + unknown
-            return replace(cards, ignored_series=ignored)
-        return cards
+        return with_unknown_metrics(cards, unused)
 
     def retain(self, keys: Collection[str]) -> None:
         """Forget every target not in ``keys`` (it left the fleet)."""
