@@ -96,8 +96,7 @@ def counter_value(text: str) -> tuple[int | None, str | None]:
     if text.isascii() and text.isdigit():
         number = int(text)
         return (number, None) if number <= MAX_COUNTER else (None, "too_large")
-    # prometheus_client writes every value as a float ("3.0"): up to 15 digits that is exact,
-    # the same as through float, at a fraction of the cost
+    # prometheus_client writes values as floats ("3.0"): up to 15 digits, exact without float
     if text.endswith(".0") and 2 < len(text) <= 17 and text.isascii() and text[:-2].isdigit():
         return int(text[:-2]), None
     value = float(text)
@@ -176,8 +175,7 @@ class _CardBuilder:
         self.xids[xid] = value
 
 
-# Label sets by id (the parser shares a card's across its families), each kept beside what it
-# gave so that its id stays its own while the exposition is read.
+# Label sets by id (shared by a card's families), kept beside what they gave so ids stay unique.
 _Seen = dict[int, tuple[Mapping[str, str], "_CardBuilder | str"]]
 
 
@@ -250,10 +248,8 @@ def extract_cards(samples: Iterable[RawSample]) -> CardExtraction:
                           node)
 
 
-def with_unknown_metrics(extraction: CardExtraction,
-                         unused: Mapping[str, int]) -> CardExtraction:
-    """``extraction`` with the skipped samples that are contract series this evaluator does not
-    know counted as ``unknown_metric`` (``unused``: the sample names the parser skipped)."""
+def with_unknown_metrics(extraction: CardExtraction, unused: Mapping[str, int]) -> CardExtraction:
+    """``extraction`` counting as ``unknown_metric`` the skipped (``unused``) contract series."""
     skipped = sum(n for name, n in unused.items()
                   if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX))
     if not skipped:
