@@ -12,18 +12,21 @@ In this process, with the same scraper (the production ``Scraper``, the default 
 
 - the reference: a cycle that only fetches the same answers (HTTP, gunzip, UTF-8), no parsing;
 - the production ``IngestPipeline`` (parse, write rule, dedup caches at their defaults, DuckDB):
-  the first cycle (empty store and caches), then steady cycles, each right after a reference
+  the first cycle (empty store and caches; the store's ``--memory-limit`` throughout, as one
+  process has one ``storage.memory_limit``), then steady cycles, each right after a reference
   cycle over the same answers; then as many with every answer parsed in full (the parse memo
   off), to show what the memo saves.
 
 CPU-seconds are this process's (all its threads: ``time.process_time``). The same is run at a
 tenth of the fleet for the growth exponent. Then the same process, its scraper and caches still
 alive, opens a ``--store-cards`` x ``--store-days`` store (built beforehand in a child process,
-not timed) and runs one worker tick, the statistics and the capability matrix; the peak RSS is
-this process's (VmHWM) over everything.
+or copied from ``--store``; not timed) and runs one worker tick, the statistics and the
+capability matrix; the peak RSS is this process's (VmHWM) over everything.
 
     python -m bench.ingest_fleet                 # 12,500 targets; a 100,000-card x 8-day store
     python -m bench.ingest_fleet --quick         # 1,250 targets; a 10,000-card x 2-day store
+    python -m bench.ingest_fleet --build S.duckdb 100000 8 && \
+        python -m bench.ingest_fleet --store S.duckdb   # build the store once, measure on copies
 
 Targets at 100,000 cards: steady cycle <= 5x the fetch-only CPU, first <= 10x, peak <= 2 GB,
 CPU growth exponent (10k -> 100k cards) <= 1.1, capability matrix <= 1 s. The last line says
@@ -38,6 +41,7 @@ import gzip
 import math
 import multiprocessing
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -175,7 +179,7 @@ async def _timed(coro: Any) -> tuple[float, float, Any]:
 
 
 async def measure_fleet(port: int, targets: int, cycles: int, changed: float,
-                        store: Path) -> dict[str, Any]:
+                        store: Path, memory_limit: int | None = None) -> dict[str, Any]:
     """The reference and the pipeline on one fleet; returns the numbers (and keeps nothing
     but the returned objects alive: the caller holds ``kept`` through the store phase)."""
     fleet = [Target(f"127.0.0.1:{port}", node_name(i), metrics_path=f"/t/{i}/metrics")
@@ -184,7 +188,7 @@ async def measure_fleet(port: int, targets: int, cycles: int, changed: float,
     scraper = Scraper(timeout=30, max_concurrency=conf.max_concurrency,
                       max_response_bytes=conf.max_response_bytes, clock=system_clock,
                       sample_limit=conf.sample_limit, max_cards=conf.max_cards_per_target)
-    db = DuckDBDatabase(store)
+    db = DuckDBDatabase(store, memory_limit=memory_limit)  # one process: one storage.memory_limit
     ingestor = Ingestor(db, DedupCache(), keepalive=timedelta(minutes=5))
     pipeline = IngestPipeline(targets=lambda: fleet, scraper=scraper, ingestor=ingestor,
                               clock=system_clock)
@@ -213,7 +217,8 @@ async def measure_fleet(port: int, targets: int, cycles: int, changed: float,
     return out
 
 
-def run_fleet(targets: int, cycles: int, changed: float, tmp: Path) -> dict[str, Any]:
+def run_fleet(targets: int, cycles: int, changed: float, tmp: Path,
+              memory_limit: int | None = None) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     port_queue: Queue[int] = ctx.Queue()
     server = ctx.Process(target=serve, args=(port_queue, targets, 1), daemon=True)
@@ -221,7 +226,7 @@ def run_fleet(targets: int, cycles: int, changed: float, tmp: Path) -> dict[str,
     try:
         port = port_queue.get(timeout=600)
         result = asyncio.run(measure_fleet(port, targets, cycles, changed,
-                                           tmp / f"ingest-{targets}.duckdb"))
+                                           tmp / f"ingest-{targets}.duckdb", memory_limit))
     finally:
         server.terminate()
         server.join(10)
@@ -248,9 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changed", type=float, default=0.01)
     parser.add_argument("--store-cards", type=int, default=None)
     parser.add_argument("--store-days", type=int, default=None)
-    parser.add_argument("--memory-limit", default="1536MiB", help="the store's memory_limit")
+    # 1GiB: with the ingest side's ~0.6 GB beside it, 1536MiB (what a store-only process
+    # needs to stay under 2 GB: bench.scale) put this process at 2.2 GB
+    parser.add_argument("--memory-limit", default="1GiB", help="the store's memory_limit")
+    parser.add_argument("--store", type=Path, default=None,
+                        help="a store built earlier with --build PATH CARDS DAYS (the same "
+                             "--store-cards and --store-days): copied, never changed")
     parser.add_argument("--build", nargs=3, metavar=("PATH", "CARDS", "DAYS"),
-                        help=argparse.SUPPRESS)  # the child that builds the store
+                        help="build a store for --store and exit")
     args = parser.parse_args(argv)
     if args.build:
         scale.build(Path(args.build[0]), int(args.build[1]), int(args.build[2]))
@@ -262,17 +272,23 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(name)
         store = tmp / "store.duckdb"
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "bench.ingest_fleet", "--build", str(store),
-                        str(store_cards), str(store_days)], check=True)
-        print(f"store of {store_cards:,} cards x {store_days} days built in a child process "
+        if args.store is not None:
+            shutil.copyfile(args.store, store)
+            how = f"copied from {args.store}"
+        else:
+            subprocess.run([sys.executable, "-m", "bench.ingest_fleet", "--build", str(store),
+                            str(store_cards), str(store_days)], check=True)
+            how = "built in a child process"
+        print(f"store of {store_cards:,} cards x {store_days} days {how} "
               f"({time.perf_counter() - started:.0f} s, not timed)", flush=True)
-        small = run_fleet(max(1, targets // 10), args.cycles, args.changed, tmp)
-        big = run_fleet(targets, args.cycles, args.changed, tmp)
+        limit = scale._size(args.memory_limit)
+        small = run_fleet(max(1, targets // 10), args.cycles, args.changed, tmp, limit)
+        big = run_fleet(targets, args.cycles, args.changed, tmp, limit)
         growth = math.log(big["steady_cpu"] / small["steady_cpu"]) / math.log(
             targets / max(1, targets // 10))
         print(f"CPU growth exponent {max(1, targets // 10) * GPUS:,} -> {targets * GPUS:,} "
               f"cards (steady cycles): {growth:.2f}", flush=True)
-        measured = scale.measure_fresh(store, scale._size(args.memory_limit))
+        measured = scale.measure_fresh(store, limit)
         print(f"then, in the same process: tick {measured['tick_s']:.2f} s, statistics "
               f"{measured['stats_s']:.2f} s, capability matrix {measured['caps_s']:.2f} s; "
               f"peak RSS of the whole process {measured['peak_mb']:,.0f} MB", flush=True)

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from bench.rules import END, generate, plant_predictions, summarise
 from gpu_health.evaluator.config.rules import load_ruleset
@@ -103,7 +104,7 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def measure(open_db: Callable[[], Database]) -> dict[str, float]:
+def measure(open_db: Callable[[], Database]) -> dict[str, Any]:
     """On a fresh connection: the first worker tick after the load (it backfills the planted
     windows and predicts), the next tick (every card's features again: what each minute
     costs); then a new worker on another fresh connection ticks (a new leader), and
@@ -111,7 +112,7 @@ def measure(open_db: Callable[[], Database]) -> dict[str, float]:
     ruleset = load_ruleset(env={})
     db = open_db()
     worker = Worker(db, ruleset, clock=lambda: NOW)
-    out = {"tick_first": timed(lambda: worker.tick(NOW)),
+    out: dict[str, Any] = {"tick_first": timed(lambda: worker.tick(NOW)),
            "tick_next": timed(lambda: worker.tick(NOW + timedelta(minutes=1)))}
     db.close()
     db = open_db()
@@ -119,8 +120,44 @@ def measure(open_db: Callable[[], Database]) -> dict[str, float]:
     out["tick_new_leader"] = timed(lambda: leader.tick(NOW + timedelta(minutes=2)))
     for run in ("stats_cold", "stats_warm"):
         out[run] = timed(lambda: prediction_stats(db, now=NOW, ruleset=ruleset))
+    out["stats_statements"] = statement_times(
+        db, lambda: prediction_stats(db, now=NOW, ruleset=ruleset))
     db.close()
     return out
+
+
+def statement_times(db: Database, fn: Callable[[], object]) -> list[tuple[float, str]]:
+    """Run ``fn`` once more, timing each statement it sends (and reads back) through
+    ``db.execute``: where an engine's statistics spend their time, slowest first."""
+    spent: list[tuple[float, str]] = []
+    execute = db.execute
+
+    def timed_execute(sql: str, params: object = None) -> object:
+        started = time.perf_counter()
+        cursor = execute(sql, params)  # type: ignore[arg-type]
+        rows = cursor.fetchall()
+        spent.append((time.perf_counter() - started, " ".join(sql.split())[:90]))
+        return _Rows(rows)
+
+    db.execute = timed_execute  # type: ignore[method-assign]
+    try:
+        fn()
+    finally:
+        del db.execute  # the class's method again
+    return sorted(spent, reverse=True)
+
+
+class _Rows:
+    """A fetched result that answers like a cursor."""
+
+    def __init__(self, rows: list[object]) -> None:
+        self.rows = rows
+
+    def fetchall(self) -> list[object]:
+        return self.rows
+
+    def fetchone(self) -> object:
+        return self.rows[0] if self.rows else None
 
 
 def default_shared_buffers() -> str:
@@ -157,6 +194,12 @@ def one_fleet(cards: int, days: int, tmp: Path, settings: dict[str, str]) -> boo
         results = {"duckdb": measure(lambda: DuckDBDatabase(duck_path)),
                    "postgresql": measure(lambda: PostgresDatabase(url))}
     ok = True
+    for name, key in (("DuckDB", "duckdb"), ("PostgreSQL", "postgresql")):
+        slowest = results[key].pop("stats_statements")
+        total = sum(t for t, _ in slowest)
+        print(f"  {name} statistics, {len(slowest)} statements, {total:.2f} s in them; "
+              "slowest: " + "; ".join(f"{t:.3f} s {sql}" for t, sql in slowest[:3]),
+              flush=True)
     for key in ("tick_first", "tick_next", "tick_new_leader", "stats_cold", "stats_warm"):
         d, p = results["duckdb"][key], results["postgresql"][key]
         ratio = p / d if d else float("inf")

@@ -35,6 +35,7 @@ from gpu_health.evaluator.backtest.rulesets import Variant, baseline_variants, v
 from gpu_health.evaluator.config.rules import RULES_DIR, baseline_files
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.store.backtest import (
+    BACKTEST_FEATURE_TICKS,
     finish_run,
     imported_assumptions,
     imported_period,
@@ -252,5 +253,7 @@ def replay_all(db: Database, rulesets: Sequence[RuleSet], since: datetime, until
     summaries = []
     for rs in rulesets:
         with progress_bar(0, f"replay {rs.version}", progress) as bar:
-            summaries.append(replay(db, rs, since, until, skip=skip, progress=bar_callback(bar)))
+            summaries.append(replay(db, rs, since, until, skip=skip,
+                                    chunk=BACKTEST_FEATURE_TICKS,
+                                    progress=bar_callback(bar)))
     return summaries

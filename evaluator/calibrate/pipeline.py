@@ -41,7 +41,7 @@ from gpu_health.evaluator.calibrate.space import Space, candidates
 from gpu_health.evaluator.calibrate.split import Split, split_period
 from gpu_health.evaluator.config.rules import baseline_files, load_ruleset
 from gpu_health.evaluator.rules.ruleset import RuleSet
-from gpu_health.evaluator.store.backtest import finish_run
+from gpu_health.evaluator.store.backtest import BACKTEST_FEATURE_TICKS, finish_run
 from gpu_health.evaluator.store.db import Database
 
 
@@ -102,7 +102,8 @@ def _replay(db: Database, base: RuleSet, found: list[Variant], yardsticks: list[
     began = time.perf_counter()
     rulesets = [v.ruleset for v in (*found, *yardsticks)]
     with progress_bar(len(rulesets), "replay versions", bt.progress) as bar:
-        replay_versions(db, rulesets, split.since, split.until, progress=bar_callback(bar))
+        replay_versions(db, rulesets, split.since, split.until,
+                        chunk=BACKTEST_FEATURE_TICKS, progress=bar_callback(bar))
     facts = PartFacts(db)
     train = {rs.version: part_metrics(db, rs, split.train, bt.costs, facts) for rs in rulesets}
     return _Run(base, found, yardsticks, split, train, time.perf_counter() - began, facts)

@@ -35,6 +35,9 @@ _LABEL_RE = re.compile(
 _PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*"(?:[^"\\\n]|\\.)*"'
 # Structure-only check for series whose labels we do not decode (cheaper than building a dict).
 _LABEL_SET_RE = re.compile(rf"[ \t]*(?:{_PAIR}[ \t]*,[ \t]*)*(?:{_PAIR}[ \t]*,?[ \t]*)?")
+_SIMPLE_PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"'
+_SIMPLE_SET_RE = re.compile(rf"(?:{_SIMPLE_PAIR},)*{_SIMPLE_PAIR},?")
+_SIMPLE_PAIR_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\\n]*)"')
 _ESCAPE_RE = re.compile(r'\\[\\n"]')
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _NAME_RE = re.compile(_NAME)
@@ -67,6 +70,19 @@ def _unescape(match: re.Match[str]) -> str:
 
 
 def _parse_labels(text: str) -> dict[str, str]:
+    # Nearly every label set an exporter writes is `a="x",b="y"`: no blanks, no escapes. Such a
+    # set is read by two regex calls instead of one per label (duplicates and ``__name__``
+    # still go the long way, which says what is wrong).
+    if _SIMPLE_SET_RE.fullmatch(text) is not None:
+        pairs = _SIMPLE_PAIR_RE.findall(text)
+        simple = dict(pairs)
+        if len(simple) == len(pairs) and "__name__" not in simple:
+            return simple
+    return _parse_any_labels(text)
+
+
+def _parse_any_labels(text: str) -> dict[str, str]:
+    """The general reading: blanks around each term, escapes in values; says what is wrong."""
     labels: dict[str, str] = {}
     pos, end = 0, len(text)
     while pos < end:

@@ -13,7 +13,6 @@ from typing import Any, Final
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.sql import unnest_rows
 
 _US: Final = timedelta(microseconds=1)
 
@@ -36,9 +35,8 @@ def append_segments(db: Database, rows: Sequence[tuple[Any, ...]]) -> None:
     cols: list[list[Any]] = [[r[i] for r in rows] for i in range(6)]
     cols[2] = [to_naive_utc(t) for t in cols[2]]
     cols[3] = [to_naive_utc(t) for t in cols[3]]
-    db.execute("INSERT INTO bt_segments "
-               f"SELECT {unnest_rows(SEGMENT_COLUMNS, _SEGMENT_TYPES, alias=True)}",
-               dict(zip(SEGMENT_COLUMNS, cols, strict=True)))
+    db.insert_columns("bt_segments", dict(zip(SEGMENT_COLUMNS, cols, strict=True)),
+                      _SEGMENT_TYPES)
 
 
 def create_event_stage(db: Database) -> None:
@@ -49,9 +47,8 @@ def create_event_stage(db: Database) -> None:
 
 
 def stage_events(db: Database, cards: list[int], slots: list[int], unc: list[bool]) -> None:
-    db.execute("INSERT INTO bt_events SELECT "
-               + unnest_rows(("card", "slot", "unc"), ("INTEGER", "BIGINT", "BOOLEAN")),
-               {"card": cards, "slot": slots, "unc": unc})
+    db.insert_columns("bt_events", {"card": cards, "slot": slots, "unc": unc},
+                      ("INTEGER", "BIGINT", "BOOLEAN"))
 
 
 def event_slots(db: Database, first: int, stop: int) -> list[tuple[int, int, int, int]]:

@@ -20,7 +20,8 @@ from gpu_health.evaluator.store.sql import compose, unnest_rows
 
 _COLUMNS = ("node_id", "gpu_index", "gpu_uuid", "source", "sampled_at", *COUNTER_KEYS,
             *DETAIL_KEYS)
-_COLUMN_LIST = ", ".join(_COLUMNS)
+_CASTS = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMP",
+          *["BIGINT"] * (len(COUNTER_KEYS) + len(DETAIL_KEYS)))
 
 
 def _row_to_sample(row: Sequence[object]) -> Sample:
@@ -39,7 +40,7 @@ def _row_to_sample(row: Sequence[object]) -> Sample:
 
 
 def insert_samples(db: Database, samples: Sequence[Sample]) -> int:
-    """Insert all rows in one statement (one list parameter per column). Returns the count."""
+    """Insert all rows in one statement (``Database.insert_columns``). Returns the count."""
     if not samples:
         return 0
     columns: list[list[object]] = [[] for _ in _COLUMNS]
@@ -55,16 +56,13 @@ def insert_samples(db: Database, samples: Sequence[Sample]) -> int:
         )
         for column, value in zip(columns, values, strict=True):
             column.append(value)
-    casts = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMP",
-             *["BIGINT"] * (len(COUNTER_KEYS) + len(DETAIL_KEYS)))
-    sql = f"INSERT INTO gpu_health_samples ({_COLUMN_LIST}) SELECT {unnest_rows(_COLUMNS, casts)}"
-    params = dict(zip(_COLUMNS, columns, strict=True))
+    batch = dict(zip(_COLUMNS, columns, strict=True))
     if not db.shared and not rollups.late(db, (s.sampled_at for s in samples)):
-        db.execute(sql, params)  # the steady state: one statement
+        db.insert_columns("gpu_health_samples", batch, _CASTS)  # the steady state: one statement
         return len(samples)
     with db.transaction():  # rows for a sealed day: its rollups are redone with them
         rollups.hold_watermark(db)
-        db.execute(sql, params)
+        db.insert_columns("gpu_health_samples", batch, _CASTS)
         rollups.after_insert(db, ((s.key.source, s.key.node_id, s.key.gpu_index, s.sampled_at)
                                   for s in samples))
     return len(samples)

@@ -29,7 +29,6 @@ from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.model import XidKey, XidSample
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.sql import unnest_rows
 
 TABLE: Final = "gpu_health_xid_samples"
 _COLUMNS: Final = ("node_id", "gpu_index", "gpu_uuid", "source", "xid", "sampled_at", "count")
@@ -47,7 +46,7 @@ XID_EVENT_BEFORE: Final = "CASE WHEN count > prev THEN prev ELSE 0 END"
 
 
 def insert_xid_samples(db: Database, rows: Sequence[XidSample]) -> int:
-    """Insert all rows in one statement (one list parameter per column). Returns the count."""
+    """Insert all rows in one statement (``Database.insert_columns``). Returns the count."""
     if not rows:
         return 0
     columns: list[list[object]] = [
@@ -59,8 +58,7 @@ def insert_xid_samples(db: Database, rows: Sequence[XidSample]) -> int:
         [to_naive_utc(r.sampled_at) for r in rows],
         [r.count for r in rows],
     ]
-    db.execute(f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) SELECT "
-               f"{unnest_rows(_COLUMNS, _CASTS)}", dict(zip(_COLUMNS, columns, strict=True)))
+    db.insert_columns(TABLE, dict(zip(_COLUMNS, columns, strict=True)), _CASTS)
     return len(rows)
 
 

@@ -7,8 +7,10 @@ threads. Driver errors become :class:`~gpu_health.errors.StoreError` with a reas
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import duckdb
 
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.store.db import Database, Params
+from gpu_health.evaluator.store.engines.duckdb_columns import numpy_columns
 from gpu_health.evaluator.store.engines.duckdb_dialect import DIALECT
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,33 @@ class DuckDBDatabase(Database):
                 self.cursor().execute(sql)
         except duckdb.Error as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}", reason=_reason(exc)) from exc
+
+    def insert_columns(self, table: str, columns: Mapping[str, Sequence[object]],
+                       casts: Sequence[str]) -> None:
+        """One INSERT reading the columns as NumPy arrays (engines/duckdb_columns.py says
+        why), registered on this thread's cursor for the statement only."""
+        try:
+            arrays = numpy_columns(columns, casts)
+        except (ValueError, OverflowError, TypeError) as exc:
+            raise StoreError(f"a {table} batch does not fit its columns: {exc}",
+                             reason="query") from exc
+        view = f"gpu_health_batch_{threading.get_ident()}"
+        select = ", ".join(f"CAST({n} AS {c})" for n, c in zip(columns, casts, strict=True))
+        cursor = self.cursor()
+        try:
+            # DuckDB 2 refuses to register beside the unread rest of an earlier result (a
+            # fetchone): finish it first (DuckDB 1 has no ``complete`` and did so itself).
+            if (complete := getattr(cursor, "complete", None)) is not None:
+                complete()
+            cursor.register(view, arrays)
+        except duckdb.Error as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc}", reason=_reason(exc)) from exc
+        try:
+            self.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} "
+                         f"FROM {view}")
+        finally:  # in an aborted transaction this fails: the next batch's view replaces it
+            with contextlib.suppress(duckdb.Error):
+                cursor.unregister(view)
 
     def modify(self, sql: str, params: Params | None = None) -> int:
         """Run an INSERT, UPDATE or DELETE; return how many rows it changed (DuckDB answers

@@ -11,7 +11,10 @@ predictions (gate 20)"), the Wilson intervals, ``costs`` and ``gpu_hours_saved``
 stored copy was written again after a field-by-field check that nothing else moved. The
 comparison beyond chance added each class's ``caught`` fault list (empty here: v2-ecc-xid
 caught none of the 39 first faults); written again the same way. The capped busiest hours
-added ``cap_busiest_hours`` (0) to the version's ``params``; the only key that moved.
+added ``cap_busiest_hours`` (0) to the version's ``params``; the only key that moved. A
+backtest file's feature statement went from 96 to 48 evaluation times (its memory limit):
+``replay.evaluated_ticks``, the ticks whose features were read, went from 2782 to 2248 (fewer
+read ahead and then passed over); nothing else moved.
 """
 
 from __future__ import annotations

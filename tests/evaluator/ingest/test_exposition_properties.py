@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gpu_health.errors import ParseError
 from gpu_health.evaluator.ingest.cards import MAX_COUNTER, counter_value, parse_cards
-from gpu_health.evaluator.ingest.exposition import parse_value
+from gpu_health.evaluator.ingest.exposition import _parse_any_labels, _parse_labels, parse_value
 from tests.evaluator.ingest_support import Card, a100, render
 
 QUICK = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -85,3 +85,30 @@ def test_the_whole_float_shortcut_reads_what_float_reads(text: str) -> None:
     except ValueError as exc:
         got = str(exc)
     assert got == _through_float(text)
+
+
+_LABEL_NAMES = st.sampled_from(["gpu", "uuid", "a", "_b", "__name__", "9x", "le"])
+_LABEL_VALUES = st.text(alphabet=st.sampled_from(list('ab0,={}" \\n\t')), max_size=6)
+_BLANKS = st.sampled_from(["", "", " ", "\t"])
+
+
+@st.composite
+def _label_texts(draw: st.DrawFn) -> str:
+    """Label sets as written between the braces: mostly well formed, some not (duplicates,
+    ``__name__``, blanks, escapes, stray quotes, trailing commas)."""
+    terms = [draw(_BLANKS) + draw(_LABEL_NAMES) + draw(_BLANKS) + "=" + draw(_BLANKS)
+             + '"' + draw(_LABEL_VALUES) + '"' + draw(_BLANKS)
+             for _ in range(draw(st.integers(0, 4)))]
+    return ",".join(terms) + draw(st.sampled_from(["", ",", ",,", " "]))
+
+
+@QUICK
+@given(text=_label_texts() | st.text(max_size=40))
+def test_the_label_fast_path_reads_what_the_general_reading_does(text: str) -> None:
+    outcomes: list[dict[str, str] | str] = []
+    for parse in (_parse_labels, _parse_any_labels):
+        try:
+            outcomes.append(parse(text))
+        except ValueError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
