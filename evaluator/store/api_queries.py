@@ -194,8 +194,9 @@ def capabilities(
     rows = db.fetchall(_capabilities(where), params)
     # At 100,000 cards building the answer cost more than the statement: the statement says
     # which keys were collected, and the cards share the dict of each of the 32 patterns
-    # (read only).
+    # (read only). A node's cards share their scrape times: each instant is converted once.
     patterns: dict[tuple[bool, ...], dict[str, bool]] = {}
+    instants: dict[datetime, datetime] = {}
     n = len(COUNTER_KEYS)
     result = []
     for row in rows:
@@ -205,9 +206,16 @@ def capabilities(
             collectable = patterns[flags] = dict(zip(COUNTER_KEYS, flags, strict=True))
         first, last, count, xid = row[3 + n:]
         result.append(CardCapability(
-            row[0], row[1], row[2], collectable, from_naive_utc(first), from_naive_utc(last),
-            int(count), bool(xid)))
+            row[0], row[1], row[2], collectable, _instant(first, instants),
+            _instant(last, instants), int(count), bool(xid)))
     return tuple(result)
+
+
+def _instant(naive: datetime, seen: dict[datetime, datetime]) -> datetime:
+    aware = seen.get(naive)
+    if aware is None:
+        aware = seen[naive] = from_naive_utc(naive)
+    return aware
 
 
 @dataclass(frozen=True, slots=True)
