@@ -111,6 +111,30 @@ def test_the_store_assembles_statements_one_way() -> None:
     assert found == set(), "engine-specific text belongs in a Dialect (engines/*_dialect.py)"
 
 
+def test_numpy_is_how_duckdb_reads_a_batch_and_nothing_else() -> None:
+    found = {relative(p) for p in sources()
+             if re.search(r"^\s*(import numpy|from numpy)", p.read_text("utf-8"), re.M)}
+    assert found == {"evaluator/store/engines/duckdb_columns.py"}
+
+
+def _compares_with(tree: ast.AST, attribute: str) -> list[int]:
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
+            and any(isinstance(part, ast.Attribute) and part.attr == attribute
+                    for side in (node.left, *node.comparators) for part in ast.walk(side))]
+
+
+def test_a_rule_s_growth_gate_is_written_once_in_rules() -> None:
+    """Before: the worker's and the backtest's quick test over raw feature rows
+    (store/features.py), the backtest's walk and the hourly-values gate each compared the last
+    window's increase with ``min_increase`` themselves, beside ``rules.signals.could_fire``.
+    Now they ask ``rules.signals`` (``could_fire_with``, ``reaches_min_increase``): outside
+    evaluator/rules/ nothing compares with a rule's threshold."""
+    found = {f"{relative(p)}:{line}" for p in sources() if not relative(p).startswith(
+        "evaluator/rules/") for line in _compares_with(ast.parse(p.read_text("utf-8")),
+                                                        "min_increase")}
+    assert found == set()
+
+
 def test_the_environment_is_read_once_per_program() -> None:
     found = {relative(p) for p in sources()
              if "os.environ" in p.read_text("utf-8").replace("``os.environ``", "")}

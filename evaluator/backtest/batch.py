@@ -50,7 +50,7 @@ from gpu_health.evaluator.rules.model import CardFeatures
 from gpu_health.evaluator.rules.outcome import Outcome, WindowObservation, classify
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.ruleset import RuleSet
-from gpu_health.evaluator.rules.signals import SIGNALS, decide
+from gpu_health.evaluator.rules.signals import SIGNALS, could_fire_with, decide
 from gpu_health.evaluator.store.backfill import observe_pending
 from gpu_health.evaluator.store.backtest_queries import window_ends
 from gpu_health.evaluator.store.db import Database
@@ -84,7 +84,6 @@ def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan, cache: Featur
     # is a necessary condition of the signals it knows; with others in the table every card is
     # decided in full.
     quick = {s.name for s in SIGNALS} <= KNOWN_SIGNALS
-    least = params.min_increase if quick else -2**62
     window = timedelta(days=params.window_days)
     open_until: dict[Card, datetime] = {}
     for node, gpu, until in ends:  # as replay: no window opened again before they end
@@ -95,7 +94,7 @@ def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan, cache: Featur
     while (j := plan.next_candidate(i)) is not None:
         evaluated += 1
         for e in cache.entries(j):
-            if not (e.always or not quick or (e.increase is not None and e.increase >= least)):
+            if quick and not could_fire_with(e.always, e.increase, params):
                 continue
             # The insert's rule: no new window while one of the card's ends after its t0.
             if plan.blocked(e.card, j) or open_until.get(e.card, e.t0) > e.t0:

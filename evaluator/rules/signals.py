@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
+from typing import SupportsInt
 
 from gpu_health.evaluator.rules.model import CardFeatures, Decision, Layer, SignalHit
 from gpu_health.evaluator.rules.params import RuleParams
@@ -206,15 +207,40 @@ def could_fire(f: CardFeatures, p: RuleParams) -> bool:
     :data:`SIGNALS`: a count above 0 for the strong signals, a known last-window increase of
     at least ``min_increase`` for the growth signal, a known rise above 0 for the pending-remap
     and retired-page signals. A replay that decides the same card thousands of times asks this
-    first (a test checks it against :func:`decide` on generated features)."""
-    if (f.uncorrected or 0) > 0 or (f.remap_failure or 0) > 0:
-        return True
+    first (a test checks it against :func:`decide` on generated features); the worker and the
+    backtest ask it of raw feature rows through its two halves, :func:`fires_at_any_threshold`
+    and :func:`last_increase`, joined by :func:`could_fire_with`."""
     c = f.corrected
-    if len(c) > 1 and c[0] is not None and c[1] is not None and c[0] - c[1] >= p.min_increase:
-        return True
-    return any(now is not None and before is not None and now > before and now > 0
-               for now, before in ((f.remap_pending, f.remap_pending_before),
-                                   (f.retired_pages, f.retired_pages_before)))
+    return could_fire_with(
+        fires_at_any_threshold(f.uncorrected, f.remap_failure, f.remap_pending,
+                               f.remap_pending_before, f.retired_pages, f.retired_pages_before),
+        last_increase(c[0], c[1]) if len(c) > 1 else None, p)
+
+
+def fires_at_any_threshold(uncorrected: int | None, remap_failure: int | None,
+                           remap_pending: int | None, remap_pending_before: int | None,
+                           retired_pages: int | None, retired_pages_before: int | None) -> bool:
+    """The part of :func:`could_fire` no threshold changes: a strong signal's count above 0, or
+    a known rise above 0 of pending remaps or retired pages."""
+    return (uncorrected or 0) > 0 or (remap_failure or 0) > 0 or any(
+        now is not None and before is not None and now > before and now > 0
+        for now, before in ((remap_pending, remap_pending_before),
+                            (retired_pages, retired_pages_before)))
+
+
+def last_increase(newest: SupportsInt | None, before: SupportsInt | None) -> int | None:
+    """The last growth window's correctable increase (None: either end unknown)."""
+    return None if newest is None or before is None else int(newest) - int(before)
+
+
+def reaches_min_increase(increase: int | None, p: RuleParams) -> bool:
+    """Whether a last-window increase can open the growth gate of ``p``."""
+    return increase is not None and increase >= p.min_increase
+
+
+def could_fire_with(always: bool, increase: int | None, p: RuleParams) -> bool:
+    """:func:`could_fire` from its two halves (``always``: :func:`fires_at_any_threshold`)."""
+    return always or reaches_min_increase(increase, p)
 
 
 def decide(f: CardFeatures, p: RuleParams,

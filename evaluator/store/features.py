@@ -43,6 +43,11 @@ from typing import Any
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.evaluator.rules.model import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.rules.signals import (
+    could_fire_with,
+    fires_at_any_threshold,
+    last_increase,
+)
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.features_sql import build_sql, offsets
 from gpu_health.evaluator.store.rollups import day_floor, watermark
@@ -149,23 +154,19 @@ def _int(value: Any) -> int | None:
 
 
 def row_quick_test(row: Sequence[Any], k: int) -> tuple[bool, int | None]:
-    """The threshold-free part of :func:`gpu_health.evaluator.rules.signals.could_fire`, read off a
-    :func:`feature_rows` row (``k``: the rows' ``consecutive_windows``): whether a strong,
-    pending-remap or retired-page signal may fire, and the last growth window's correctable
-    increase (None: unknown), the one number could_fire compares with ``min_increase``."""
-    c0, c1 = row[6], row[7]
+    """The two halves of :func:`gpu_health.evaluator.rules.signals.could_fire` read off a
+    :func:`feature_rows` row (``k``: the rows' ``consecutive_windows``): whether a signal may
+    fire at any threshold, and the last growth window's correctable increase (None: unknown),
+    the one number the growth gate compares with ``min_increase``."""
     unc, fail, pend, pend_before, ret, ret_before = row[7 + k + 1:7 + k + 7]
-    always = (unc or 0) > 0 or (fail or 0) > 0 or any(
-        now is not None and before is not None and now > before and now > 0
-        for now, before in ((pend, pend_before), (ret, ret_before)))
-    return always, None if c0 is None or c1 is None else int(c0) - int(c1)
+    return (fires_at_any_threshold(unc, fail, pend, pend_before, ret, ret_before),
+            last_increase(row[6], row[7]))
 
 
 def row_could_fire(row: Sequence[Any], params: RuleParams) -> bool:
     """``could_fire(row_to_features(row, ...), params)`` without building the features: a tick
     builds them only for the few cards that pass (100,000 cards: most of a second saved)."""
-    always, increase = row_quick_test(row, params.consecutive_windows)
-    return always or (increase is not None and increase >= params.min_increase)
+    return could_fire_with(*row_quick_test(row, params.consecutive_windows), params)
 
 
 def row_to_features(row: Sequence[Any], source: str, params: RuleParams) -> CardFeatures:

@@ -22,6 +22,7 @@ from typing import Final
 from gpu_health.clock import epoch_us, to_naive_utc
 from gpu_health.evaluator.rules.model import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
+from gpu_health.evaluator.rules.signals import last_increase, reaches_min_increase
 from gpu_health.evaluator.store.db import Database
 
 # (node_id, gpu_index, gpu_uuid, t0 aware UTC)
@@ -50,8 +51,7 @@ def wants_hourly(corrected: Sequence[int | None], params: RuleParams) -> bool:
     the last window's known increase reaches ``min_increase``."""
     if not params.cap_busiest_hours or len(corrected) < 2:
         return False
-    c0, c1 = corrected[0], corrected[1]
-    return c0 is not None and c1 is not None and int(c0) - int(c1) >= params.min_increase
+    return reaches_min_increase(last_increase(corrected[0], corrected[1]), params)
 
 
 def hourly_values(db: Database, source: str, heads: Sequence[Head], hours: int,
