@@ -67,3 +67,6 @@ class Dialect:
     feature_shard: str | None
     # The times of a keep-alive run (first_at .. last_at every {step_us}), one row each.
     run_times: str
+    # How the statistics' period facts share the period's sealed days between the cards'
+    # aggregate and the moved cards' increase points: ``MATERIALIZED`` or ``NOT MATERIALIZED``.
+    facts_days: str

@@ -274,4 +274,8 @@ DIALECT: Final = Dialect(
     feature_shard=" AND abs(hashtext(s.node_id)::BIGINT + s.gpu_index) % $shards = $shard",
     # generate_series is a set-returning function, allowed in PostgreSQL's select list.
     run_times="generate_series(first_at, last_at, to_microseconds({step_us}))",
+    # Materialised, 151,552 rows (4,096 cards x 37 days) went to a temporary file (work_mem)
+    # and the CTE scan took 272 ms; inlined, the aggregate scans the table (57 ms) and the
+    # moved cards' part reads only theirs: the statement 0.40 -> 0.28 s, the same rows.
+    facts_days="NOT MATERIALIZED",
 )
