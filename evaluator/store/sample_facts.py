@@ -171,8 +171,9 @@ _ANY_KNOWN: Final = " + ".join(f"n_{c}" for c in COUNTER_KEYS)
 # One pass over the period's segments: the sealed days are read once where the engine gains by
 # it (materialised, ``Dialect.facts_days``: the cards' aggregate and the moved cards' increase
 # points both use them); the raw rows after the watermark (and before the first whole day) are
-# scanned twice, the second time only for the moved cards, whose window pass over them is all the increase points need (a window over
-# every card's raw rows was 0.21 s of 0.25 at 32,768 cards). Evidence before the period comes
+# scanned twice, the second time only for the moved cards, whose window pass over them is all
+# the increase points need (a window over every card's raw rows was 0.21 s of 0.25 at 32,768
+# cards). Evidence before the period comes
 # from the sealed days before it ($dlo; a day holding $since may reach past it, hence
 # ``pos_at <= $until``) and the raw rows between the watermark and $since (none once $since is
 # sealed). One row per card of the period: the per-part rows are folded by GROUP BY, which,
