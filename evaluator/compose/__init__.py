@@ -11,8 +11,11 @@ worker (backfill, then predict with the rules) -> stats, API, /metrics snapshot,
 
 Loops (each with the host's one catch-all per tick): discovery (every 5 s, once at start-up),
 ingest (every scrape interval; /healthz fails when it is stuck), worker (every rule scan
-interval), prediction_state (the /metrics snapshot, every min(60 s, scan interval)) and alerts
-(every min(5 s, alerting.resend_interval)).
+interval), prediction_state (the /metrics snapshot, every min(60 s, scan interval)), alerts
+(every min(5 s, alerting.resend_interval)), remediation (the opt-in Slurm drain, every
+``remediation.slurm.interval``), tokens_file (when ``api.tokens_file`` is set: re-read on
+change) and cluster (with a shared PostgreSQL store: the leader lease, every third of
+``ha.lease_ttl``).
 
 With ``ingest.source: prometheus`` there is no discovery and no scraper: the ingest loop is the
 Prometheus source's cycle (every step) feeding the same ingestor, and, on an empty store with

@@ -1,9 +1,9 @@
 """The chart's evaluator as the evaluator sees it: the rendered config file, with the files
 the pod mounts laid out the way the pod has them, loads with
-``gpu_health.evaluator.config.load_config`` for every value set; the StatefulSet keeps DuckDB on a
-volume and PostgreSQL replicas without one; the dashboards' ConfigMaps carry the repository's
-dashboards; the NetworkPolicies; and the ``helm test`` pod's own script, run against a real exporter
-and a real evaluator."""
+``gpu_health.evaluator.config.file.load_config`` for every value set; the StatefulSet keeps
+DuckDB on a volume and PostgreSQL replicas without one; the dashboards' ConfigMaps carry the
+repository's dashboards; the NetworkPolicies; and the ``helm test`` pod's own script, run
+against a real exporter and a real evaluator."""
 
 from __future__ import annotations
 
