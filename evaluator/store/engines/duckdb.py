@@ -80,12 +80,11 @@ class DuckDBDatabase(Database):
         """One INSERT reading the columns as NumPy arrays (engines/duckdb_columns.py says
         why), registered on this thread's cursor for the statement only."""
         try:
-            arrays = numpy_columns(columns, casts)
+            arrays, select = numpy_columns(columns, casts)
         except (ValueError, OverflowError, TypeError) as exc:
             raise StoreError(f"a {table} batch does not fit its columns: {exc}",
                              reason="query") from exc
         view = f"gpu_health_batch_{threading.get_ident()}"
-        select = ", ".join(f"CAST({n} AS {c})" for n, c in zip(columns, casts, strict=True))
         cursor = self.cursor()
         try:
             # DuckDB 2 refuses to register beside the unread rest of an earlier result (a
@@ -96,8 +95,8 @@ class DuckDBDatabase(Database):
         except duckdb.Error as exc:
             raise StoreError(f"{type(exc).__name__}: {exc}", reason=_reason(exc)) from exc
         try:
-            self.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} "
-                         f"FROM {view}")
+            self.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT "
+                         f"{', '.join(select)} FROM {view}")
         finally:  # in an aborted transaction this fails: the next batch's view replaces it
             with contextlib.suppress(duckdb.Error):
                 cursor.unregister(view)
