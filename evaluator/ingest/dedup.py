@@ -94,7 +94,7 @@ class RowCache(Generic[K, R]):
         key: K = row.key
         self._rows[key] = row
         self._use(key, now)
-        while len(self._used) > self.max_entries:
+        while len(self._rows) > self.max_entries:
             self._drop(next(iter(self._used)))
             self.evicted_capacity += 1
 

@@ -73,7 +73,7 @@ class DuckDBDatabase(Database):
             return self.cursor().execute(sql, params) if params is not None else \
                 self.cursor().execute(sql)
         except duckdb.Error as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}", reason=_reason(exc)) from exc
+            raise _store_error(exc) from exc
 
     def insert_columns(self, table: str, columns: Mapping[str, Sequence[object]],
                        casts: Sequence[str]) -> None:
@@ -93,7 +93,7 @@ class DuckDBDatabase(Database):
                 complete()
             cursor.register(view, arrays)
         except duckdb.Error as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc}", reason=_reason(exc)) from exc
+            raise _store_error(exc) from exc
         try:
             self.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT "
                          f"{', '.join(select)} FROM {view}")
@@ -134,6 +134,10 @@ class DuckDBDatabase(Database):
         except duckdb.Error:
             log.exception("closing %s failed", self.path)
 
+
+
+def _store_error(exc: duckdb.Error) -> StoreError:
+    return StoreError(f"{type(exc).__name__}: {exc}", reason=_reason(exc))
 
 
 def _reason(exc: duckdb.Error) -> str:
