@@ -17,11 +17,12 @@ In this process, with the same scraper (the production ``Scraper``, the default 
   cycle over the same answers; then as many with every answer parsed in full (the parse memo
   off), to show what the memo saves.
 
-CPU-seconds are this process's (all its threads: ``time.process_time``). The same is run at a
-tenth of the fleet for the growth exponent. Then the same process, its scraper and caches still
-alive, opens a ``--store-cards`` x ``--store-days`` store (built beforehand in a child process,
-or copied from ``--store``; not timed) and runs one worker tick, the statistics and the
-capability matrix; the peak RSS is this process's (VmHWM) over everything.
+CPU-seconds are this process's (all its threads: ``time.process_time``), under the garbage-
+collector thresholds ``gpu-health-evaluator run`` sets (``ingest.collector_thresholds``). The
+same is run at a tenth of the fleet for the growth exponent. Then the same process, its scraper
+and caches still alive, opens a ``--store-cards`` x ``--store-days`` store (built beforehand in
+a child process, or copied from ``--store``; not timed) and runs one worker tick, the statistics
+and the capability matrix; the peak RSS is this process's (VmHWM) over everything.
 
     python -m bench.ingest_fleet                 # 12,500 targets; a 100,000-card x 8-day store
     python -m bench.ingest_fleet --quick         # 1,250 targets; a 10,000-card x 2-day store
@@ -65,6 +66,7 @@ from gpu_health.clock import system_clock
 from gpu_health.contract import NODE_LABEL, NODE_METRIC
 from gpu_health.evaluator.config.scrape import ScrapeConfig
 from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest import collector_thresholds
 from gpu_health.evaluator.ingest.cards import CardExtraction
 from gpu_health.evaluator.ingest.cycle import Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
@@ -182,6 +184,7 @@ async def measure_fleet(port: int, targets: int, cycles: int, changed: float,
                         store: Path, memory_limit: int | None = None) -> dict[str, Any]:
     """The reference and the pipeline on one fleet; returns the numbers (and keeps nothing
     but the returned objects alive: the caller holds ``kept`` through the store phase)."""
+    collector_thresholds.apply()  # what the evaluator's ``run`` sets for its process
     fleet = [Target(f"127.0.0.1:{port}", node_name(i), metrics_path=f"/t/{i}/metrics")
              for i in range(targets)]
     conf = ScrapeConfig()

@@ -23,6 +23,7 @@ from typing import Final
 from gpu_health.errors import ConfigError, GpuHealthError
 from gpu_health.evaluator.cli import parse_args
 from gpu_health.evaluator.config.file import Config, load_config
+from gpu_health.evaluator.ingest import collector_thresholds
 from gpu_health.logformat import formatter, level_number
 from gpu_health.webguard import WebGuard
 
@@ -41,6 +42,7 @@ def cmd_run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
     config = _config(args, environ)
     guard = None if args.web_config is None else WebGuard(args.web_config)  # bad: exit 2
+    collector_thresholds.apply()  # a long-running process holding millions of objects
     sock = bind(config.listen_host, config.listen_port)  # a taken port fails before anything
     try:
         service = build_service(config, environ, guard=guard)
@@ -97,6 +99,7 @@ def cmd_calibrate(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 def cmd_demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from gpu_health.evaluator.demo import run_demo
 
+    collector_thresholds.apply()  # as ``run`` does: the demo is the whole product
     return run_demo(args, environ)
 
 

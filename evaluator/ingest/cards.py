@@ -25,7 +25,6 @@ Applies the contract in ``gpu_health.contract``:
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -49,11 +48,16 @@ from gpu_health.contract import (
 )
 from gpu_health.errors import ParseError
 from gpu_health.evaluator.ingest.exposition import RawSample, parse_samples
+from gpu_health.evaluator.ingest.wire_values import (
+    MAX_GPU_INDEX,
+    MAX_XID,
+    Parsed,
+    Values,
+    value_memo,
+    whole_number,
+)
 from gpu_health.evaluator.model import UNKNOWN_DETAILS, Counters, MemoryDetails
 
-MAX_COUNTER = 2**63 - 1
-MAX_GPU_INDEX = 2**31 - 1  # the store's gpu_index column is INTEGER
-MAX_XID = 2**31 - 1  # the store's xid column is INTEGER
 XID_LABEL = "xid"
 SELF_METRIC_PREFIX = METRIC_PREFIX + "exporter_"
 RECOVERY_KEY = "recovery_action"
@@ -87,39 +91,6 @@ class CardExtraction:
     node_name: str | None = None  # gpu_health_node_info{node}: the exporter's own node name
 
 
-def counter_value(text: str) -> tuple[int | None, str | None]:
-    """A counter value as written on the wire -> (value, None) or (None, reason it is unknown).
-
-    Plain digit strings are converted exactly with ``int`` (a float would round values above
-    2**53); everything else goes through ``float`` first.
-    """
-    if text.isascii() and text.isdigit():
-        number = int(text)
-        return (number, None) if number <= MAX_COUNTER else (None, "too_large")
-    # prometheus_client writes values as floats ("3.0"): up to 15 digits, exact without float
-    if text.endswith(".0") and 2 < len(text) <= 17 and text.isascii() and text[:-2].isdigit():
-        return int(text[:-2]), None
-    value = float(text)
-    if math.isnan(value):
-        return None, "nan"
-    if math.isinf(value):
-        return None, "inf"
-    if value < 0:
-        return None, "negative"
-    if not value.is_integer():
-        return None, "non_integer"
-    if value > MAX_COUNTER:
-        return None, "too_large"
-    return int(value), None
-
-
-def _whole(text: str, limit: int) -> int | None:
-    if not (text.isascii() and text.isdigit()):
-        return None
-    number = int(text)
-    return number if number <= limit else None
-
-
 class _CardBuilder:
     __slots__ = ("duplicates", "recovery", "seen", "series", "uuids", "values", "vendors",
                  "xid_duplicates", "xids")
@@ -135,13 +106,13 @@ class _CardBuilder:
         self.recovery: dict[str, str] = {}  # action label -> value text, as scraped
         self.series = 0
 
-    def add_counter(self, key: str, text: str, unknown: Counter[str]) -> None:
+    def add_counter(self, key: str, parsed: Parsed, unknown: Counter[str]) -> None:
         if key in self.seen:
             self.duplicates.add(key)
             unknown["duplicate"] += 1
             return
         self.seen.add(key)
-        value, reason = counter_value(text)
+        value, reason = parsed
         if reason is not None:
             unknown[reason] += 1
         self.values[key] = value
@@ -151,11 +122,11 @@ class _CardBuilder:
             self.duplicates.add(RECOVERY_KEY)
         self.recovery[action] = text
 
-    def recovery_action(self, unknown: Counter[str]) -> int | None:
+    def recovery_action(self, unknown: Counter[str], parsed: Values) -> int | None:
         """The NVML value of the one action reading 1 (the state set's invariant), else None."""
         if not self.recovery or RECOVERY_KEY in self.duplicates:
             return None
-        values = {action: counter_value(text)[0] for action, text in self.recovery.items()}
+        values = {action: parsed(text)[0] for action, text in self.recovery.items()}
         current = [a for a, v in values.items() if v == 1]
         if len(current) != 1 or current[0] not in RECOVERY_ACTIONS \
                 or any(v not in (0, 1) for v in values.values()):
@@ -163,13 +134,13 @@ class _CardBuilder:
             return None
         return RECOVERY_ACTIONS.index(current[0])
 
-    def add_xid(self, xid: int, text: str, unknown: Counter[str]) -> None:
+    def add_xid(self, xid: int, parsed: Parsed, unknown: Counter[str]) -> None:
         if xid in self.xids or xid in self.xid_duplicates:
             self.xid_duplicates.add(xid)
             self.xids.pop(xid, None)
             unknown["duplicate"] += 1
             return
-        value, reason = counter_value(text)
+        value, reason = parsed
         if reason is not None:
             unknown[reason] += 1
         self.xids[xid] = value
@@ -179,12 +150,12 @@ class _CardBuilder:
 _Seen = dict[int, tuple[Mapping[str, str], "_CardBuilder | str"]]
 
 
-def _card(sample: RawSample, builders: dict[int, _CardBuilder], ignored: Counter[str],
+def _card(labels: Mapping[str, str], builders: dict[int, _CardBuilder], ignored: Counter[str],
           seen: _Seen) -> _CardBuilder | None:
-    """The builder of the sample's card (created on first sight); None when the label is bad."""
-    entry = seen.get(id(sample.labels))
+    """The builder of the series' card (created on first sight); None when the label is bad."""
+    entry = seen.get(id(labels))
     if entry is None:
-        entry = seen[id(sample.labels)] = (sample.labels, _card_of(sample.labels, builders))
+        entry = seen[id(labels)] = (labels, _card_of(labels, builders))
     card = entry[1]
     if isinstance(card, str):
         ignored[card] += 1
@@ -198,7 +169,7 @@ def _card_of(labels: Mapping[str, str], builders: dict[int, _CardBuilder]) -> _C
     gpu = labels.get("gpu")
     if gpu is None:
         return "no_gpu_label"
-    index = _whole(gpu, MAX_GPU_INDEX)
+    index = whole_number(gpu, MAX_GPU_INDEX)
     if index is None:
         return "bad_gpu_label"
     card = builders.get(index)
@@ -218,29 +189,37 @@ def extract_cards(samples: Iterable[RawSample]) -> CardExtraction:
     ignored: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
     names: set[str] = set()
-    for sample in samples:
-        if sample.name == NODE_METRIC:
-            _node_name(sample, names, ignored)
+    parsed = value_memo()
+    for name, labels, value in samples:
+        key = _KEY_BY_NAME.get(name)
+        xid = None
+        if key is not None:
+            pass
+        elif name == XID_METRIC:
+            xid = whole_number(labels.get(XID_LABEL, ""), MAX_XID)
+            if xid is None:
+                ignored["no_xid_label" if XID_LABEL not in labels else "bad_xid_label"] += 1
+                continue
+        elif name == BANK_METRIC:
+            key = _bank_key(labels, ignored)
+            if key is None:
+                continue  # a bank-histogram sample without a known level
+        elif name == NODE_METRIC:
+            _node_name(labels, names, ignored)
             continue
-        key = _key(sample, ignored)
-        is_xid = sample.name == XID_METRIC
-        is_recovery = sample.name == RECOVERY_METRIC
-        if key is None and not is_xid and not is_recovery and sample.name != INFO_METRIC:
-            continue  # includes a bank-histogram sample without a known level
-        xid = _whole(sample.labels.get(XID_LABEL, ""), MAX_XID) if is_xid else None
-        if is_xid and xid is None:
-            ignored["no_xid_label" if XID_LABEL not in sample.labels else "bad_xid_label"] += 1
+        elif name != RECOVERY_METRIC and name != INFO_METRIC:
             continue
-        card = _card(sample, builders, ignored, seen)
+        card = _card(labels, builders, ignored, seen)
         if card is None:
             continue
         if key is not None:
-            card.add_counter(key, sample.value, unknown)
+            card.add_counter(key, parsed(value), unknown)
         elif xid is not None:
-            card.add_xid(xid, sample.value, unknown)
-        elif is_recovery:
-            card.add_recovery(sample.labels.get("action", ""), sample.value)
-    cards = [_finish(index, builders[index], ignored, unknown) for index in sorted(builders)]
+            card.add_xid(xid, parsed(value), unknown)
+        elif name == RECOVERY_METRIC:
+            card.add_recovery(labels.get("action", ""), value)
+    cards = [_finish(index, builders[index], ignored, unknown, parsed)
+             for index in sorted(builders)]
     if len(names) > 1:  # an exporter that names two nodes names none
         ignored["conflicting_node_name"] += len(names)
     node = next(iter(names)) if len(names) == 1 else None
@@ -259,16 +238,16 @@ def with_unknown_metrics(extraction: CardExtraction, unused: Mapping[str, int]) 
     return replace(extraction, ignored_series=ignored)
 
 
-def _node_name(sample: RawSample, names: set[str], ignored: Counter[str]) -> None:
-    name = sample.labels.get(NODE_LABEL, "")
+def _node_name(labels: Mapping[str, str], names: set[str], ignored: Counter[str]) -> None:
+    name = labels.get(NODE_LABEL, "")
     if not is_node_name(name):
         ignored["bad_node_label"] += 1
     else:
         names.add(name)
 
 
-def _finish(index: int, card: _CardBuilder, ignored: Counter[str],
-            unknown: Counter[str]) -> CardReading | None:
+def _finish(index: int, card: _CardBuilder, ignored: Counter[str], unknown: Counter[str],
+            parsed: Values) -> CardReading | None:
     if len(card.uuids) > 1:
         ignored["conflicting_uuid"] += card.series
         return None
@@ -276,18 +255,16 @@ def _finish(index: int, card: _CardBuilder, ignored: Counter[str],
         ignored["conflicting_vendor"] += card.series
         return None
     values = (None if k in card.duplicates else card.values.get(k) for k in COUNTER_KEYS)
-    card.values[RECOVERY_KEY] = card.recovery_action(unknown)
+    card.values[RECOVERY_KEY] = card.recovery_action(unknown, parsed)
     details = (None if k in card.duplicates else card.values.get(k) for k in DETAIL_KEYS)
     card_uuid = next(iter(card.uuids)) if card.uuids else None
     xids = tuple((x, v) for x, v in sorted(card.xids.items()) if v is not None)
     return CardReading(index, card_uuid, Counters(*values), xids, MemoryDetails(*details))
 
 
-def _key(sample: RawSample, ignored: Counter[str]) -> str | None:
-    """The store key of a contract sample (a counter or a row-remap detail), or None."""
-    if sample.name != BANK_METRIC:
-        return _KEY_BY_NAME.get(sample.name)
-    level = sample.labels.get("level", "")
+def _bank_key(labels: Mapping[str, str], ignored: Counter[str]) -> str | None:
+    """The detail key of a bank-histogram sample, or None (counted) without a known level."""
+    level = labels.get("level", "")
     if level not in BANK_LEVELS:
         ignored["bad_level_label"] += 1
         return None

@@ -35,14 +35,16 @@ _LABEL_RE = re.compile(
 _PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*"(?:[^"\\\n]|\\.)*"'
 # Structure-only check for series whose labels we do not decode (cheaper than building a dict).
 _LABEL_SET_RE = re.compile(rf"[ \t]*(?:{_PAIR}[ \t]*,[ \t]*)*(?:{_PAIR}[ \t]*,?[ \t]*)?")
-_SIMPLE_PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"'
-_SIMPLE_SET_RE = re.compile(rf"(?:{_SIMPLE_PAIR},)*{_SIMPLE_PAIR},?")
-_SIMPLE_PAIR_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\\n]*)"')
+_HEAD_RE = re.compile(r",([a-zA-Z_][a-zA-Z0-9_]*)=")
+_HEADS: dict[str, str] = {}  # `,name=` -> name, for the label names seen (bounded)
+_MAX_HEADS = 1024
 _ESCAPE_RE = re.compile(r'\\[\\n"]')
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _NAME_RE = re.compile(_NAME)
 _TYPES = frozenset({"counter", "gauge", "histogram", "summary", "untyped"})
 _TIMESTAMP_RE = re.compile(r"-?[0-9]+")
+# A value of the plain sample shape (below): no blank, brace or digit separator.
+_PLAIN_VALUE_RE = re.compile(r"[^\s{}_]+")
 _MAX_LINE_PREVIEW = 120
 
 
@@ -70,15 +72,33 @@ def _unescape(match: re.Match[str]) -> str:
 
 
 def _parse_labels(text: str) -> dict[str, str]:
-    # Nearly every label set an exporter writes is `a="x",b="y"`: no blanks, no escapes. Such a
-    # set is read by two regex calls instead of one per label (duplicates and ``__name__``
-    # still go the long way, which says what is wrong).
-    if _SIMPLE_SET_RE.fullmatch(text) is not None:
-        pairs = _SIMPLE_PAIR_RE.findall(text)
-        simple = dict(pairs)
-        if len(simple) == len(pairs) and "__name__" not in simple:
-            return simple
+    # Nearly every label set an exporter writes is `a="x",b="y"`: no blanks, no escapes, so
+    # every '"' delimits a value and str.split reads the set; the `,name=` between values is
+    # checked once per distinct text (a bounded cache). Anything else (blanks, escapes,
+    # duplicates, ``__name__``) goes the long way, which says what is wrong.
+    if "\\" not in text and "\n" not in text:
+        parts = ("," + text).split('"')
+        if len(parts) >= 3 and len(parts) % 2 == 1 and parts[-1] in ("", ","):
+            labels = {}
+            for i in range(0, len(parts) - 1, 2):
+                name = _HEADS.get(parts[i]) or _head(parts[i])
+                if name is None:
+                    break
+                labels[name] = parts[i + 1]
+            else:
+                if len(labels) == len(parts) // 2 and "__name__" not in labels:
+                    return labels
     return _parse_any_labels(text)
+
+
+def _head(text: str) -> str | None:
+    """The label name of a `,name=` between two values, or None when it is not one."""
+    match = _HEAD_RE.fullmatch(text)
+    if match is None:
+        return None
+    if len(_HEADS) < _MAX_HEADS:
+        _HEADS[text] = match.group(1)
+    return match.group(1)
 
 
 def _parse_any_labels(text: str) -> dict[str, str]:
@@ -180,6 +200,46 @@ def split_wanted(text: str, wanted: Collection[str], unused: Counter[str],
     except ValueError:
         return None
     return lines
+
+
+def parse_plain_lines(lines: list[str]) -> list[RawSample] | None:
+    """What ``parse_samples("\\n".join(lines))`` returns when every line has the shape an
+    exporter writes, ``name{labels} value`` (one blank, no timestamp), and is valid; None
+    otherwise (then :func:`parse_samples` says what is wrong, with the line's number).
+
+    ``lines`` are stripped sample lines (:func:`split_wanted`). str methods split each line
+    and a name, a value or a label set is checked once per distinct text: the same checks as
+    the line regex, at a fraction of its cost on the long label sets of a GPU's series."""
+    if any("\n" in line for line in lines):
+        return None
+    decoded: dict[str, dict[str, str]] = {}
+    names: set[str] = set()
+    values: set[str] = set()
+    empty: dict[str, str] = {}
+    samples: list[RawSample] = []
+    append = samples.append
+    try:
+        for line in lines:
+            name, _, rest = line.partition("{")
+            # the value has no brace, so the last "} " closes the labels, as the line regex's
+            # greedy match does; a line without it (no braces, a tab, a timestamp) is not plain
+            label_text, close, value = rest.rpartition("} ")
+            if not close:
+                return None
+            if name not in names:
+                if _NAME_RE.fullmatch(name) is None:
+                    return None
+                names.add(name)
+            if value not in values:
+                if _PLAIN_VALUE_RE.fullmatch(value) is None:
+                    return None
+                parse_value(value)
+                values.add(value)
+            append(RawSample(name, _decoded(label_text, decoded) if label_text else empty,
+                             value))
+    except ValueError:
+        return None
+    return samples
 
 
 def parse_samples(text: str, wanted: Collection[str] | None = None,

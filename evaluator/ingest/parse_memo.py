@@ -28,7 +28,7 @@ from gpu_health.evaluator.ingest.cards import (
     parse_cards,
     with_unknown_metrics,
 )
-from gpu_health.evaluator.ingest.exposition import parse_samples, split_wanted
+from gpu_health.evaluator.ingest.exposition import parse_plain_lines, parse_samples, split_wanted
 
 
 class ParseMemo:
@@ -59,7 +59,9 @@ class ParseMemo:
         else:
             self.misses += 1
             try:
-                cards = extract_cards(parse_samples(wanted, WANTED_METRICS))
+                samples = parse_plain_lines(lines)  # the exporter's own shape: one regex pass
+                cards = extract_cards(samples if samples is not None
+                                      else parse_samples(wanted, WANTED_METRICS))
             except ParseError:  # the line number is the answer's, not the wanted lines'
                 return parse_cards(text, sample_limit=sample_limit, max_cards=max_cards)
             self._entries[key] = (digest, cards)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.clock import from_naive_utc, to_naive_utc, to_naive_utc_each
 from gpu_health.contract import COUNTER_KEYS, DETAIL_KEYS
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.model import CardKey, Counters, MemoryDetails, Sample
@@ -44,13 +44,13 @@ def insert_samples(db: Database, samples: Sequence[Sample]) -> int:
     if not samples:
         return 0
     columns: list[list[object]] = [[] for _ in _COLUMNS]
-    for s in samples:
+    for s, at in zip(samples, to_naive_utc_each(s.sampled_at for s in samples), strict=True):
         values = (
             s.key.node_id,
             s.key.gpu_index,
             s.gpu_uuid,
             s.key.source,
-            to_naive_utc(s.sampled_at),
+            at,
             *s.counters.as_tuple(),
             *s.details.as_tuple(),
         )

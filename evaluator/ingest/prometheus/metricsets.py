@@ -55,7 +55,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, XID_METRIC, CounterKey
-from gpu_health.evaluator.ingest.cards import MAX_COUNTER, MAX_GPU_INDEX
+from gpu_health.evaluator.ingest.wire_values import MAX_COUNTER, MAX_GPU_INDEX
 from gpu_health.evaluator.model import MAX_NODE_ID, CardKey, Counters
 
 LIMIT_POINTS: Final = 11_000  # Prometheus: "exceeded maximum resolution of 11,000 points"

@@ -27,13 +27,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpu_health.contract import MEMORY_XIDS
-from gpu_health.evaluator.ingest.cards import MAX_XID
 from gpu_health.evaluator.ingest.prometheus.metricsets import (
     Assembly,
     MetricSet,
     card_of,
     counter_value,
 )
+from gpu_health.evaluator.ingest.wire_values import MAX_XID
 from gpu_health.evaluator.model import CardKey
 
 # card -> time -> (uuid, xid code -> count)

@@ -11,8 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu_health.errors import ParseError
-from gpu_health.evaluator.ingest.cards import MAX_COUNTER, counter_value, parse_cards
-from gpu_health.evaluator.ingest.exposition import _parse_any_labels, _parse_labels, parse_value
+from gpu_health.evaluator.ingest.cards import parse_cards
+from gpu_health.evaluator.ingest.exposition import (
+    _parse_any_labels,
+    _parse_labels,
+    parse_plain_lines,
+    parse_samples,
+    parse_value,
+)
+from gpu_health.evaluator.ingest.wire_values import MAX_COUNTER, counter_value
 from tests.evaluator.ingest_support import Card, a100, render
 
 QUICK = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -112,3 +119,36 @@ def test_the_label_fast_path_reads_what_the_general_reading_does(text: str) -> N
         except ValueError as exc:
             outcomes.append(str(exc))
     assert outcomes[0] == outcomes[1]
+
+
+_NAMES = st.sampled_from(["gpu_health_ecc_corrected_total", "a:b", "_x", "9bad", "a-b", ""])
+
+
+@st.composite
+def _sample_lines(draw: st.DrawFn) -> str:
+    """A sample line, mostly in the exporter's plain shape, some with blanks, timestamps, empty
+    or missing braces, bad values or junk; stripped, as the scrape hands lines over."""
+    braces = draw(st.sampled_from(["{%s}", "{%s}", "", "{}", " {%s}", "{%s} "]))
+    label_part = braces % draw(_label_texts()) if "%s" in braces else braces
+    tail = draw(st.sampled_from(["", "", " 1700000000000", " 1.5", " x"]))
+    line = draw(_NAMES) + label_part + draw(st.sampled_from([" ", " ", "\t", "  "])) \
+        + draw(VALUES) + tail
+    return draw(st.sampled_from([line, line, line, draw(st.text(max_size=20))])).strip()
+
+
+def test_the_exporters_own_lines_take_the_plain_pass() -> None:
+    lines = [line for line in REAL.splitlines() if line and not line.startswith("#")]
+    assert parse_plain_lines(lines) == parse_samples(REAL)
+    assert parse_plain_lines([*lines, lines[0] + "\nx 1"]) is None
+
+
+@QUICK
+@given(lines=st.lists(_sample_lines().filter(bool), max_size=6))
+def test_the_plain_line_pass_reads_what_the_line_parser_does(lines: list[str]) -> None:
+    plain = parse_plain_lines(lines)
+    try:
+        expected = parse_samples("\n".join(lines))
+    except ParseError:
+        assert plain is None
+        return
+    assert plain is None or plain == expected

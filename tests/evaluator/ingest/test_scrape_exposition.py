@@ -10,8 +10,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpu_health.errors import ParseError
-from gpu_health.evaluator.ingest.cards import MAX_COUNTER, counter_value, parse_cards
+from gpu_health.evaluator.ingest.cards import parse_cards
 from gpu_health.evaluator.ingest.exposition import parse_samples, parse_value
+from gpu_health.evaluator.ingest.wire_values import MAX_COUNTER, counter_value
 from gpu_health.evaluator.model import Counters
 from tests.evaluator.ingest_support import Card, a100, render
 

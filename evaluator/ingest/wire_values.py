@@ -1,0 +1,64 @@
+"""Numbers as an exporter writes them on the wire: counter values and whole-number labels.
+
+Pure, no I/O. A counter value that is NaN, +/-Inf, negative, non-integer or above 2**63-1 (the
+store's BIGINT column) is unknown (None) with the reason, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+MAX_COUNTER = 2**63 - 1
+MAX_GPU_INDEX = 2**31 - 1  # the store's gpu_index column is INTEGER
+MAX_XID = 2**31 - 1  # the store's xid column is INTEGER
+
+Parsed = tuple[int | None, str | None]  # a value, or None and the reason it is unknown
+Values = Callable[[str], Parsed]
+
+
+def counter_value(text: str) -> Parsed:
+    """A counter value as written on the wire -> (value, None) or (None, reason it is unknown).
+
+    Plain digit strings are converted exactly with ``int`` (a float would round values above
+    2**53); everything else goes through ``float`` first.
+    """
+    if text.isascii() and text.isdigit():
+        number = int(text)
+        return (number, None) if number <= MAX_COUNTER else (None, "too_large")
+    # prometheus_client writes values as floats ("3.0"): up to 15 digits, exact without float
+    if text.endswith(".0") and 2 < len(text) <= 17 and text.isascii() and text[:-2].isdigit():
+        return int(text[:-2]), None
+    value = float(text)
+    if math.isnan(value):
+        return None, "nan"
+    if math.isinf(value):
+        return None, "inf"
+    if value < 0:
+        return None, "negative"
+    if not value.is_integer():
+        return None, "non_integer"
+    if value > MAX_COUNTER:
+        return None, "too_large"
+    return int(value), None
+
+
+def whole_number(text: str, limit: int) -> int | None:
+    """A label such as ``gpu`` or ``xid`` as a number: plain ASCII digits up to ``limit``."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if number <= limit else None
+
+
+def value_memo() -> Values:
+    """counter_value remembered per text: an answer repeats a handful of values ("0.0")."""
+    memo: dict[str, Parsed] = {}
+
+    def parsed(text: str) -> Parsed:
+        result = memo.get(text)
+        if result is None:
+            result = memo[text] = counter_value(text)
+        return result
+
+    return parsed
