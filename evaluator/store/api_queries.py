@@ -153,7 +153,8 @@ class CardCapability:
 def _capabilities(where: str) -> str:
     """The sealed days' rollups, then the raw rows after them, per card (``where``: the rows'
     conditions). arg_max_null: the UUID of the newest row even when that row has none (arg_max
-    would skip NULLs and report an older card's UUID as current)."""
+    would skip NULLs and report an older card's UUID as current). The count is cast back to
+    BIGINT: a sum is wider, and a wide result is read column by column (fetchall_wide)."""
     return f"""
 WITH segs AS (
     SELECT node_id, gpu_index, gpu_uuid, first_at, last_at, n_rows,
@@ -167,7 +168,7 @@ WITH segs AS (
 c AS (
     SELECT node_id, gpu_index, arg_max_null(gpu_uuid, last_at),
            {", ".join(f"sum(n_{k}) > 0" for k in COUNTER_KEYS)},
-           min(first_at), max(last_at), sum(n_rows)
+           min(first_at), max(last_at), CAST(sum(n_rows) AS BIGINT)
     FROM segs GROUP BY node_id, gpu_index),
 x AS (SELECT DISTINCT node_id, gpu_index FROM gpu_health_xid_samples
       WHERE {where} AND sampled_at <= $now)
@@ -191,7 +192,7 @@ def capabilities(
         conditions.append("node_id = $node_id")
         params["node_id"] = node_id
     where = _where(conditions, tenants, params)
-    rows = db.fetchall(_capabilities(where), params)
+    rows = db.fetchall_wide(_capabilities(where), params)
     # At 100,000 cards building the answer cost more than the statement: the statement says
     # which keys were collected, and the cards share the dict of each of the 32 patterns
     # (read only). A node's cards share their scrape times: each instant is converted once.

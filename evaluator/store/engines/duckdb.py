@@ -19,7 +19,7 @@ import duckdb
 
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.store.db import Database, Params
-from gpu_health.evaluator.store.engines.duckdb_columns import numpy_columns
+from gpu_health.evaluator.store.engines.duckdb_columns import numpy_columns, rows_of
 from gpu_health.evaluator.store.engines.duckdb_dialect import DIALECT
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,15 @@ class DuckDBDatabase(Database):
         try:
             return self.cursor().execute(sql, params) if params is not None else \
                 self.cursor().execute(sql)
+        except duckdb.Error as exc:
+            raise _store_error(exc) from exc
+
+    def fetchall_wide(self, sql: str, params: Params | None = None) -> list[Any]:
+        """The rows read as NumPy columns (``fetchnumpy``), then zipped: DuckDB builds a Python
+        value per cell either way, but column by column it skips its row-wise conversion."""
+        result = self.execute(sql, params)
+        try:
+            return rows_of(result.fetchnumpy())
         except duckdb.Error as exc:
             raise _store_error(exc) from exc
 

@@ -1,5 +1,6 @@
 """A batch written as NumPy columns (DuckDB) holds exactly what the shared unnest statement
-writes: NULL stays NULL, big counters stay exact, timestamps keep their microseconds."""
+writes: NULL stays NULL, big counters stay exact, timestamps keep their microseconds; a wide
+result read back as columns gives the rows and Python types ``fetchall`` gives."""
 
 from __future__ import annotations
 
@@ -54,6 +55,20 @@ def test_numpy_columns_write_what_the_unnest_statement_writes(
     written = db.fetchall(f"SELECT * FROM numpy_rows {order}")
     assert written == db.fetchall(f"SELECT * FROM list_rows {order}")
     assert sorted(written, key=repr) == sorted(rows, key=repr)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_ROW, max_size=40))
+def test_a_wide_result_read_as_columns_is_what_fetchall_reads(
+        db: DuckDBDatabase, rows: list[tuple[object, ...]]) -> None:
+    db.execute("DELETE FROM list_rows")
+    Database.insert_columns(db, "list_rows", _columns(rows), CASTS)
+    select = "SELECT *, i IS NULL, count(*) OVER () FROM list_rows ORDER BY ALL NULLS FIRST"
+    wide = db.fetchall_wide(select)
+    assert wide == db.fetchall(select)
+    assert [tuple(map(type, row)) for row in wide] == \
+        [tuple(map(type, row)) for row in db.fetchall(select)]
 
 
 def test_a_repeated_instant_and_its_neighbours_stay_apart(db: DuckDBDatabase) -> None:
