@@ -50,8 +50,8 @@ from gpu_health.evaluator.http.api.routes import add_api_routes
 from gpu_health.evaluator.http.errors import RequestMetrics
 from gpu_health.evaluator.ingest.cycle import Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
-from gpu_health.evaluator.ingest.pipeline import IngestPipeline
 from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 
 CLIENTS = 200

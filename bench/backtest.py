@@ -28,10 +28,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from gpu_health.evaluator.backtest.backtest_run import replay_all
 from gpu_health.evaluator.backtest.card_history import CardHistory
 from gpu_health.evaluator.backtest.events import Kind
 from gpu_health.evaluator.backtest.history import write_histories
-from gpu_health.evaluator.backtest.pipeline import replay_all
 from gpu_health.evaluator.backtest.report import build_report, render_text
 from gpu_health.evaluator.backtest.rulesets import variants
 from gpu_health.evaluator.main import main as evaluator_main

@@ -34,7 +34,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from gpu_health.evaluator.backtest.pipeline import replay_all
+from gpu_health.evaluator.backtest.backtest_run import replay_all
 from gpu_health.evaluator.config.rules import load_ruleset
 from gpu_health.evaluator.main import main as evaluator_main
 from gpu_health.evaluator.store.backtest import open_backtest

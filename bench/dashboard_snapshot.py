@@ -4,8 +4,8 @@ The snapshot loop runs ``compute_snapshot`` (7/30-day statistics, capability mat
 predictions) on a database thread every min(60 s, scan interval); a /metrics scrape only renders
 the last snapshot. This measures both on the store of ``bench.rules`` (4,096 cards x 37 days of
 5-minute samples, ~43.6 M rows, 400 planted pending predictions), and the alert loop's store
-pass (``gpu_health.evaluator.alerts.loop.sync``, every 5 s) with one open alert per node that has a
-pending prediction.
+pass (``gpu_health.evaluator.alerts.alert_loop.sync``, every 5 s) with one open alert per
+node that has a pending prediction.
 
 Targets: snapshot < 6 s (the refresh stays at every 60 s: ``PredictionState`` waits 10 x a
 snapshot's duration before the next one, so it never takes more than a tenth of a database
@@ -24,9 +24,9 @@ from datetime import timedelta
 from prometheus_client import CollectorRegistry, generate_latest
 
 from bench.rules import END, plant_predictions, run_on_fleet
-from gpu_health.evaluator.alerts.loop import sync
+from gpu_health.evaluator.alerts.alert_loop import sync
 from gpu_health.evaluator.config.rules import load_ruleset
-from gpu_health.evaluator.stats.snapshot import PredictionStateCollector, compute_snapshot
+from gpu_health.evaluator.stats.state_collector import PredictionStateCollector, compute_snapshot
 from gpu_health.evaluator.store import Database
 
 

@@ -39,8 +39,8 @@ from gpu_health.evaluator.cluster.assign import mine
 from gpu_health.evaluator.config.targets import Target
 from gpu_health.evaluator.ingest.cycle import Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
-from gpu_health.evaluator.ingest.pipeline import IngestPipeline
 from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.store import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.evaluator.store.engines.postgres import PostgresDatabase

@@ -40,9 +40,9 @@ from gpu_health.evaluator.ingest.cards import parse_cards
 from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.parse_memo import ParseMemo
-from gpu_health.evaluator.ingest.pipeline import IngestPipeline
 from gpu_health.evaluator.ingest.retention import Retention
 from gpu_health.evaluator.ingest.scrape import Scraper, ScrapeResult
+from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 

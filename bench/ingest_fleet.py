@@ -71,12 +71,12 @@ from gpu_health.evaluator.ingest.cards import CardExtraction
 from gpu_health.evaluator.ingest.cycle import Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.parse_memo import ParseMemo
-from gpu_health.evaluator.ingest.pipeline import IngestPipeline
 from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.exporter.cache import VendorStatus
 from gpu_health.exporter.collector import card_families, status_families
-from gpu_health.exporter.model import CardReading, make_counters, make_remap
+from gpu_health.exporter.tool_output import CardReading, make_counters, make_remap
 from gpu_health.exporter.xid_store import XidSnapshot, xid_families
 
 GPUS = 8

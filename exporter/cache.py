@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
 
-from .model import CardReading, ParsedOutput
+from .tool_output import CardReading, ParsedOutput
 
 
 @dataclass(frozen=True, slots=True)

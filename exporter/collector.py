@@ -36,8 +36,8 @@ from gpu_health.contract import (
 )
 
 from .cache import ReadingCache, VendorStatus
-from .model import CardReading
 from .sources import VendorSource
+from .tool_output import CardReading
 
 SELF = "gpu_health_exporter_"
 

@@ -35,7 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from gpu_health.logins import Verdict
+from gpu_health.logins import LoginVerdict
 from gpu_health.webguard import REALM, WebGuard
 
 from .wsgi import call_wsgi, environ_for
@@ -191,10 +191,10 @@ class HttpServer:
             verdict, wait = await self._loop.run_in_executor(
                 self._executor, guard.authorize, request.headers.get("Authorization"),
                 request.remote or "unknown")
-            if verdict is Verdict.THROTTLED:  # answered before any bcrypt runs
+            if verdict is LoginVerdict.THROTTLED:  # answered before any bcrypt runs
                 return web.Response(status=429, text="too many password checks\n",
                                     headers={"Retry-After": str(max(1, math.ceil(wait)))})
-            if verdict is not Verdict.OK:
+            if verdict is not LoginVerdict.OK:
                 return web.Response(status=401, text="unauthorized\n",
                                     headers={"WWW-Authenticate": REALM})
         environ = environ_for(request, io.StringIO())

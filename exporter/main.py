@@ -30,9 +30,9 @@ from gpu_health.runner import ToolRunner
 from gpu_health.webguard import WebGuard
 
 from .cache import ReadingCache
+from .collection_loop import CollectionLoop
 from .collector import build_registry
 from .http import make_app, serve
-from .loop import CollectionLoop
 from .settings import Settings, parse_args
 from .sources import SOURCE_CLASSES, VendorSource
 from .sources.nvidia import NvidiaSource

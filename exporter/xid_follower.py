@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from gpu_health.errors import CollectError, GpuHealthError
 from gpu_health.runner import ToolRunner
 
-from .model import CardReading
 from .parsers import xid
+from .tool_output import CardReading
 from .xid_store import XidStore
 
 log = logging.getLogger(__name__)

@@ -28,9 +28,9 @@ from prometheus_client.registry import Collector
 
 from gpu_health.contract import MEMORY_XIDS, XID_METRIC
 
-from .model import CardReading
 from .parsers.cells import pci_key
 from .parsers.xid import XidEvent
+from .tool_output import CardReading
 
 READABLE_METRIC = "gpu_health_exporter_xid_log_readable"
 UNMATCHED_METRIC = "gpu_health_exporter_xid_lines_unmatched_total"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import bcrypt
 
 
-class Verdict(enum.Enum):
+class LoginVerdict(enum.Enum):
     OK = "ok"
     DENIED = "denied"  # 401
     THROTTLED = "throttled"  # 429, Retry-After
@@ -111,16 +111,16 @@ class PasswordChecks:
             self._good.clear()
 
     def check(self, users: Mapping[str, str], user: str, password: str,
-              client: str) -> tuple[Verdict, float]:
+              client: str) -> tuple[LoginVerdict, float]:
         """The verdict for one attempt, and for THROTTLED the seconds to wait."""
         digest = users.get(user)
         key = hashlib.sha256(f"{user}\0{password}\0{digest}".encode()).hexdigest()
         with self._lock:
             if digest is not None and key in self._good:
-                return Verdict.OK, 0.0
+                return LoginVerdict.OK, 0.0
             wait = self._admit(client)
             if wait is not None:
-                return Verdict.THROTTLED, wait
+                return LoginVerdict.THROTTLED, wait
         try:
             hashed = digest.encode() if digest is not None else self._dummy(users)
             ok = bcrypt.checkpw(password.encode(), hashed) and digest is not None
@@ -135,9 +135,9 @@ class PasswordChecks:
         with self._lock:
             if ok:
                 self._good.add(key)
-                return Verdict.OK, 0.0
+                return LoginVerdict.OK, 0.0
             self._failures.add(client, self.clock())
-        return Verdict.DENIED, 0.0
+        return LoginVerdict.DENIED, 0.0
 
     def _admit(self, client: str) -> float | None:
         """Under the lock: None and one more check in flight, or the seconds to wait."""

@@ -35,7 +35,7 @@ from typing import Final
 
 from gpu_health.errors import ConfigError
 from gpu_health.files import NotReadable, read_regular
-from gpu_health.logins import DEFAULT_LIMITS, LoginLimits, PasswordChecks, Verdict
+from gpu_health.logins import DEFAULT_LIMITS, LoginLimits, LoginVerdict, PasswordChecks
 from gpu_health.webconfig import MAX_BYTES, TlsServerConfig, WebConfig, parse_web_config
 
 log = logging.getLogger(__name__)
@@ -179,16 +179,16 @@ class WebGuard:
         if self._live is not None:
             sslobj.context = self._live
 
-    def authorize(self, header: str | None, client: str) -> tuple[Verdict, float]:
+    def authorize(self, header: str | None, client: str) -> tuple[LoginVerdict, float]:
         """Whether a request with this ``Authorization`` header from ``client`` (its address)
         may proceed; for THROTTLED, the seconds to wait. Call it from a worker thread: a
         password check runs bcrypt."""
         config = self.current()
         if not config.basic_auth_users:
-            return Verdict.OK, 0.0
+            return LoginVerdict.OK, 0.0
         user, password = _basic(header)
         if user is None or password is None:  # no credentials: the challenge, nothing to check
-            return Verdict.DENIED, 0.0
+            return LoginVerdict.DENIED, 0.0
         return self.logins.check(config.basic_auth_users, user, password, client)
 
     @property

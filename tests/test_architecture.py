@@ -97,8 +97,9 @@ def test_only_the_store_engines_import_a_database_driver() -> None:
 def test_the_store_assembles_statements_one_way() -> None:
     """Before: SQL was assembled four ways (f-strings with doubled braces, ``.format``,
     ``.replace("{...}")``) with three placeholder styles. Now a template kept for later is
-    filled by ``gpu_health.evaluator.store.sql.compose`` only, values are ``$name`` placeholders,
-    and engine-specific text lives in the engines' dialect modules (evaluator/store/sql.py)."""
+    filled by ``gpu_health.evaluator.store.sql.fill_statement`` only, values are ``$name``
+    placeholders, and engine-specific text lives in the engines' dialect modules
+    (evaluator/store/sql.py)."""
     store = sorted((REPO / "evaluator/store").rglob("*.py"))
     other_ways = re.compile(r"\{\{[a-z_]+\}\}|\.format\(|\.replace\(\s*[\"']\{")
     found = {relative(p) for p in store if other_ways.search(p.read_text("utf-8"))}
@@ -165,3 +166,32 @@ def test_every_base_module_is_kept_from_importing_the_programs() -> None:
     modules = {f"gpu_health.{p.stem}" for p in (REPO / "gpu_health").glob("*.py")
                if p.stem != "__init__"}
     assert set(base["source_modules"]) == modules
+
+
+# File names that said several things at once (the model, the metrics, the pipeline, the loop
+# and the params of several folders): each may name one module of the package at most.
+GENERIC_NAMES = ("model.py", "metrics.py", "pipeline.py", "loop.py", "params.py")
+
+
+def test_a_generic_module_name_names_one_module() -> None:
+    for name in GENERIC_NAMES:
+        found = [relative(p) for p in sources() if p.name == name]
+        assert len(found) <= 1, f"{name} names {found}: give each a name of its own"
+
+
+def _public_classes(paths: list[Path]) -> dict[str, list[str]]:
+    classes: dict[str, list[str]] = {}
+    for path in paths:
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                classes.setdefault(node.name, []).append(relative(path))
+    return classes
+
+
+@pytest.mark.parametrize("program", ["evaluator", "exporter"])
+def test_a_class_name_means_one_class_in_each_program(program: str) -> None:
+    """Within one program and the base they share (the two programs are independent of each
+    other, so each may have its own card reading), a public class name is defined once."""
+    base = sorted((REPO / "gpu_health").glob("*.py"))
+    classes = _public_classes(base + sorted((REPO / program).rglob("*.py")))
+    assert {name: where for name, where in classes.items() if len(where) > 1} == {}

@@ -19,14 +19,14 @@ import bcrypt
 from prometheus_client.registry import CollectorRegistry
 
 from gpu_health.exporter.http import make_app, serve
-from gpu_health.logins import LoginLimits, PasswordChecks, Verdict
+from gpu_health.logins import LoginLimits, LoginVerdict, PasswordChecks
 from gpu_health.webguard import WebGuard
 
 SLOW = {"alice": bcrypt.hashpw(b"right", bcrypt.gensalt(12)).decode()}  # ~0.2 s a check
 FAST = {"alice": bcrypt.hashpw(b"right", bcrypt.gensalt(4)).decode()}
 
 
-def _all(n: int, attempt: Callable[[int], Verdict]) -> Counter[Verdict]:
+def _all(n: int, attempt: Callable[[int], LoginVerdict]) -> Counter[LoginVerdict]:
     with ThreadPoolExecutor(n) as pool:
         return Counter(pool.map(attempt, range(n)))
 
@@ -34,9 +34,9 @@ def _all(n: int, attempt: Callable[[int], Verdict]) -> Counter[Verdict]:
 def test_an_unknown_user_costs_a_bcrypt_check_like_a_wrong_password() -> None:
     """An unknown user answered in 1 ms against 150 ms for a wrong password."""
     checks = PasswordChecks()
-    assert checks.check(FAST, "alice", "wrong", "c")[0] is Verdict.DENIED
+    assert checks.check(FAST, "alice", "wrong", "c")[0] is LoginVerdict.DENIED
     assert checks.bcrypt_runs == 1
-    assert checks.check(FAST, "mallory", "wrong", "c")[0] is Verdict.DENIED
+    assert checks.check(FAST, "mallory", "wrong", "c")[0] is LoginVerdict.DENIED
     assert checks.bcrypt_runs == 2  # a dummy hash of the same cost
 
 
@@ -45,10 +45,10 @@ def test_failures_in_flight_count_before_bcrypt_runs() -> None:
     checks = PasswordChecks(LoginLimits(failure_limit=5, max_checks=100))
     verdicts = _all(60, lambda _: checks.check(SLOW, "alice", "wrong", "10.0.0.9")[0])
     assert checks.bcrypt_runs <= 5
-    assert verdicts[Verdict.THROTTLED] >= 55 and Verdict.OK not in verdicts
+    assert verdicts[LoginVerdict.THROTTLED] >= 55 and LoginVerdict.OK not in verdicts
     verdict, wait = checks.check(SLOW, "alice", "right", "10.0.0.9")
-    assert verdict is Verdict.THROTTLED and wait >= 1  # the address waits out its window
-    assert checks.check(SLOW, "alice", "right", "10.0.0.10")[0] is Verdict.OK
+    assert verdict is LoginVerdict.THROTTLED and wait >= 1  # the address waits out its window
+    assert checks.check(SLOW, "alice", "right", "10.0.0.10")[0] is LoginVerdict.OK
 
 
 def test_rotating_addresses_share_the_bound_on_checks_at_once() -> None:
@@ -57,7 +57,7 @@ def test_rotating_addresses_share_the_bound_on_checks_at_once() -> None:
     peak = 0
     lock = threading.Lock()
 
-    def attempt(i: int) -> Verdict:
+    def attempt(i: int) -> LoginVerdict:
         nonlocal peak
         verdict = checks.check(SLOW, "alice", "wrong", f"10.1.0.{i}")[0]
         with lock:
@@ -65,15 +65,15 @@ def test_rotating_addresses_share_the_bound_on_checks_at_once() -> None:
         return verdict
 
     verdicts = _all(50, attempt)
-    assert peak <= 2 and verdicts[Verdict.THROTTLED] > 0
-    assert checks.bcrypt_runs == verdicts[Verdict.DENIED]  # a throttled attempt ran none
+    assert peak <= 2 and verdicts[LoginVerdict.THROTTLED] > 0
+    assert checks.bcrypt_runs == verdicts[LoginVerdict.DENIED]  # a throttled attempt ran none
 
 
 def test_a_remembered_user_never_waits_behind_password_checks() -> None:
     checks = PasswordChecks(LoginLimits(max_checks=2))
-    assert checks.check(SLOW, "alice", "right", "prometheus")[0] is Verdict.OK
+    assert checks.check(SLOW, "alice", "right", "prometheus")[0] is LoginVerdict.OK
 
-    def attacker(i: int) -> Verdict:
+    def attacker(i: int) -> LoginVerdict:
         return checks.check(SLOW, "alice", f"wrong-{i}", f"10.2.0.{i}")[0]
 
     with ThreadPoolExecutor(2) as pool:
@@ -83,9 +83,9 @@ def test_a_remembered_user_never_waits_behind_password_checks() -> None:
             time.sleep(0.001)  # until both attackers hold a check slot (another thread's act)
         assert checks.checking == 2
         # a remembered user passes at once; anyone else is told to come back, not queued
-        assert checks.check(SLOW, "alice", "right", "prometheus")[0] is Verdict.OK
-        assert checks.check(SLOW, "alice", "wrong", "10.2.0.99")[0] is Verdict.THROTTLED
-        assert {f.result() for f in futures} == {Verdict.DENIED}
+        assert checks.check(SLOW, "alice", "right", "prometheus")[0] is LoginVerdict.OK
+        assert checks.check(SLOW, "alice", "wrong", "10.2.0.99")[0] is LoginVerdict.THROTTLED
+        assert {f.result() for f in futures} == {LoginVerdict.DENIED}
 
 
 def _get(port: int, ctx: ssl.SSLContext, user: str, password: str) -> int:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gpu_health.clock import rfc3339
 from gpu_health.errors import ApiError
 from gpu_health.evaluator.backtest.events import parse_time as event_time
-from gpu_health.evaluator.http.api.params import parse_time as api_time
+from gpu_health.evaluator.http.api.query_params import parse_time as api_time
 from gpu_health.timestamps import parse_timestamp
 
 aware = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(9999, 12, 30),

@@ -24,7 +24,7 @@ from typing import Any, Final
 import aiohttp
 
 from gpu_health.evaluator.alerts import payload
-from gpu_health.evaluator.alerts.metrics import AlertMetrics
+from gpu_health.evaluator.alerts.alert_metrics import AlertMetrics
 from gpu_health.evaluator.store.alerts import AlertView
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 BACKOFF_BASE: Final = timedelta(seconds=1)
 MAX_ERROR_BODY: Final = 2048
 FIRING: Final = "firing"
-RESOLVED: Final = "resolved"
+ACK_RESOLVED: Final = "resolved"
 
 
 @dataclass(slots=True)
@@ -83,7 +83,7 @@ class Pusher:
         """What to send to ``target`` now, or None when nothing is due."""
         if target.retry_at is not None and now < target.retry_at:
             return None
-        unacked = [c for c in closing if target.acked.get(c.id) != RESOLVED]
+        unacked = [c for c in closing if target.acked.get(c.id) != ACK_RESOLVED]
         due = bool(unacked) or any(target.acked.get(a.id) != FIRING for a in open_alerts) or (
             bool(open_alerts) and (target.last_ok is None
                                    or now - target.last_ok >= self.resend_interval))
@@ -119,7 +119,7 @@ class Pusher:
                 log.warning("push of %d alert(s) to %s failed (%s, %d in a row); next try in %s",
                             len(body), target.url, result, target.failures, delay)
         ended = frozenset(c.id for c in closing
-                          if all(t.acked.get(c.id) == RESOLVED for t in self.targets))
+                          if all(t.acked.get(c.id) == ACK_RESOLVED for t in self.targets))
         return PushReport(frozenset(sent), ended, outcome)
 
     @staticmethod
@@ -129,7 +129,7 @@ class Pusher:
             log.info("%s accepts pushes again after %d failure(s)", target.url, target.failures)
         target.failures, target.retry_at, target.last_ok = 0, None, now
         target.acked.update((a.id, FIRING) for a in open_alerts)
-        target.acked.update((c.id, RESOLVED) for c in closing)
+        target.acked.update((c.id, ACK_RESOLVED) for c in closing)
 
     async def _post(self, session: aiohttp.ClientSession, target: _Target,
                     body: list[dict[str, Any]]) -> str:

@@ -46,7 +46,7 @@ from gpu_health.evaluator.backtest.replay import (
     candidate_ranges,
 )
 from gpu_health.evaluator.model import RESOLVED
-from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.outcome import Outcome, WindowObservation, classify
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.ruleset import RuleSet

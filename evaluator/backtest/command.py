@@ -3,8 +3,8 @@
 argv is parsed by :func:`gpu_health.evaluator.cli.parse_args` (which declares the options);
 :func:`options_from` turns the namespace (plus the evaluator config: scrape interval, keep-alive,
 rules folder, the live database path) into validated
-:class:`~gpu_health.evaluator.backtest.pipeline.BacktestOptions`, listing every problem at once. The
-heavy modules (DuckDB, aiohttp, tqdm) load only when the subcommand runs:
+:class:`~gpu_health.evaluator.backtest.backtest_run.BacktestOptions`, listing every problem at
+once. The heavy modules (DuckDB, aiohttp, tqdm) load only when the subcommand runs:
 ``gpu_health.evaluator.main`` imports this module for every command line.
 """
 
@@ -28,8 +28,8 @@ from gpu_health.evaluator.ingest.prometheus.metricsets import LIMIT_POINTS, METR
 from gpu_health.files import not_a_folder
 
 if TYPE_CHECKING:
+    from gpu_health.evaluator.backtest.backtest_run import BacktestOptions
     from gpu_health.evaluator.backtest.inputs import EventsSource
-    from gpu_health.evaluator.backtest.pipeline import BacktestOptions
     from gpu_health.evaluator.backtest.prometheus import PrometheusRange
 
 def _duration(c: Checker, value: str | None, flag: str, default: timedelta) -> timedelta:
@@ -150,7 +150,7 @@ def cost_options(c: Checker, args: argparse.Namespace) -> Costs | None:
 
 def options_from(args: argparse.Namespace, config: Config, now: datetime) -> BacktestOptions:
     """Validate the arguments; ConfigError lists every problem."""
-    from gpu_health.evaluator.backtest.pipeline import BacktestOptions
+    from gpu_health.evaluator.backtest.backtest_run import BacktestOptions
     from gpu_health.evaluator.backtest.rulesets import parse_sweeps
     from gpu_health.evaluator.store.backtest import default_path
 
@@ -204,7 +204,7 @@ def _prometheus(c: Checker, args: argparse.Namespace, step: timedelta,
 def run(args: argparse.Namespace, environ: Mapping[str, str],
         clock: Clock = system_clock) -> int:
     """The subcommand: 0 when the report was written."""
-    from gpu_health.evaluator.backtest.pipeline import run_backtest
+    from gpu_health.evaluator.backtest.backtest_run import run_backtest
 
     config = load_config(args.config, environ)
     run_backtest(options_from(args, config, clock().astimezone(UTC)), clock=clock)

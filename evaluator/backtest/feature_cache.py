@@ -26,7 +26,7 @@ from typing import Any
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.backtest.replay import DEFAULT_CHUNK, HORIZON
-from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.features import feature_rows, row_quick_test, row_to_features
@@ -36,7 +36,7 @@ Card = tuple[str, int]
 
 
 @dataclass(slots=True)
-class Entry:
+class CachedFeatures:
     """One card's feature row at one tick, with what every version's quick test needs; the
     features themselves are built only for a version that must decide in full."""
 
@@ -56,11 +56,11 @@ class Entry:
         return self.built
 
 
-def entry(row: Any, k: int) -> Entry:
+def entry(row: Any, k: int) -> CachedFeatures:
     """The quick test's inputs, read off a :func:`feature_rows` row
     (:func:`gpu_health.evaluator.store.features.row_quick_test`)."""
     always, increase = row_quick_test(row, k)
-    return Entry((str(row[1]), int(row[2])), from_naive_utc(row[4]), always, increase, row)
+    return CachedFeatures((str(row[1]), int(row[2])), from_naive_utc(row[4]), always, increase, row)
 
 
 @dataclass(slots=True)
@@ -75,10 +75,10 @@ class FeatureCache:
     candidates: list[int]  # tick indexes at which some version of the group may fire
     chunk: int = DEFAULT_CHUNK
     hourly_from: int | None = None  # read hourly values of rows whose increase reaches this
-    at: dict[datetime, list[Entry]] = field(default_factory=dict)
+    at: dict[datetime, list[CachedFeatures]] = field(default_factory=dict)
     statements: int = 0
 
-    def entries(self, j: int) -> list[Entry]:
+    def entries(self, j: int) -> list[CachedFeatures]:
         """Tick ``j``'s entries; when missing, those of the next candidate ticks from it
         (within ``HORIZON``: one statement reads a narrow time range)."""
         now = self.ticks[j]
@@ -100,7 +100,7 @@ class FeatureCache:
             self._hourly([e for t in chosen for e in self.at[t]])
         return self.at[now]
 
-    def _hourly(self, entries: list[Entry]) -> None:
+    def _hourly(self, entries: list[CachedFeatures]) -> None:
         least = self.hourly_from
         if least is None:
             return

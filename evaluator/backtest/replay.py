@@ -43,7 +43,7 @@ from gpu_health.evaluator.backtest.activity import (
     tick_grid,
 )
 from gpu_health.evaluator.model import RESOLVED
-from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.outcome import classify
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.ruleset import RuleSet

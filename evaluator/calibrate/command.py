@@ -19,14 +19,14 @@ from gpu_health.evaluator.config.file import DEFAULT_STORAGE, Config, load_confi
 from gpu_health.evaluator.config.values import Checker
 
 if TYPE_CHECKING:
-    from gpu_health.evaluator.calibrate.pipeline import CalibrateOptions
+    from gpu_health.evaluator.calibrate.calibration_run import CalibrateOptions
 
 
 def options_from(args: argparse.Namespace, config: Config, now: datetime) -> CalibrateOptions:
     """Validate the arguments; ConfigError lists every problem."""
-    from gpu_health.evaluator.backtest.pipeline import BacktestOptions
+    from gpu_health.evaluator.backtest.backtest_run import BacktestOptions
+    from gpu_health.evaluator.calibrate.calibration_run import CalibrateOptions
     from gpu_health.evaluator.calibrate.choose import Objective
-    from gpu_health.evaluator.calibrate.pipeline import CalibrateOptions
     from gpu_health.evaluator.calibrate.space import Space, parse_space
     from gpu_health.evaluator.store.backtest import default_path
 
@@ -69,7 +69,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Cal
 def run(args: argparse.Namespace, environ: Mapping[str, str],
         clock: Clock = system_clock) -> int:
     """The subcommand: 0 when the report was written, whatever the verdict."""
-    from gpu_health.evaluator.calibrate.pipeline import run_calibrate
+    from gpu_health.evaluator.calibrate.calibration_run import run_calibrate
 
     config = load_config(args.config, environ)
     run_calibrate(options_from(args, config, clock().astimezone(UTC)), clock=clock)

@@ -2,7 +2,7 @@
 
 JSON: ``split.{train,test}.{since,until,first_faults}``; ``base``, ``chosen`` (null when no
 candidate met the objective) and ``baselines[]``, each with ``version``, ``params`` and
-``train``/``test`` metrics (:mod:`gpu_health.evaluator.calibrate.metrics`); ``candidates[]`` with
+``train``/``test`` metrics (:mod:`gpu_health.evaluator.calibrate.scores`); ``candidates[]`` with
 their train metrics; ``verdict.{status,reason}``; ``rule_file`` (null unless written). The text on
 stdout says the same: the verdict, then the numbers of base, chosen and baselines on both parts
 with intervals, then the best candidates.

@@ -40,7 +40,7 @@ from prometheus_client import PlatformCollector, ProcessCollector
 
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError, RuleError
-from gpu_health.evaluator.alerts.loop import AlertLoop
+from gpu_health.evaluator.alerts.alert_loop import AlertLoop
 from gpu_health.evaluator.app import EvaluatorApp
 from gpu_health.evaluator.backtest.bootstrap import HistoryBootstrap
 from gpu_health.evaluator.cluster.membership import Cluster, ClusterConfig
@@ -55,12 +55,12 @@ from gpu_health.evaluator.http.api.routes import add_api_routes
 from gpu_health.evaluator.http.api.token_file import CHECK_SECONDS as TOKENS_CHECK_SECONDS
 from gpu_health.evaluator.http.api.token_file import TokenFile
 from gpu_health.evaluator.ingest.discovery import Discovery
-from gpu_health.evaluator.ingest.pipeline import IngestPipeline
 from gpu_health.evaluator.ingest.prometheus.source import PrometheusSource
 from gpu_health.evaluator.ingest.retention import Retention
+from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.rules.actions import ActionPolicy, CardActions
 from gpu_health.evaluator.rules.ruleset import RuleSet
-from gpu_health.evaluator.stats.snapshot import DEFAULT_REFRESH_SECONDS, PredictionState
+from gpu_health.evaluator.stats.state_collector import DEFAULT_REFRESH_SECONDS, PredictionState
 from gpu_health.evaluator.store.backtest import refuse_backtest_file
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase

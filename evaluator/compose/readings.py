@@ -21,11 +21,11 @@ from gpu_health.evaluator.http.ops import NodeViews, add_node_routes, source_vie
 from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.discovery import TICK_SECONDS, Discovery
-from gpu_health.evaluator.ingest.pipeline import IngestPipeline
-from gpu_health.evaluator.ingest.prometheus.metrics import SourceMetrics
 from gpu_health.evaluator.ingest.prometheus.source import PrometheusSource
+from gpu_health.evaluator.ingest.prometheus.source_metrics import SourceMetrics
 from gpu_health.evaluator.ingest.retention import Retention
 from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.selfmetrics import SelfMetrics
 from gpu_health.evaluator.store.api_queries import visible_nodes

@@ -11,7 +11,7 @@ from gpu_health.clock import Clock
 from gpu_health.evaluator.app import EvaluatorApp
 from gpu_health.evaluator.config.file import Config
 from gpu_health.evaluator.ingest.discovery import Discovery
-from gpu_health.evaluator.remediation.loop import RemediationLoop, SlurmLabels
+from gpu_health.evaluator.remediation.drain_loop import RemediationLoop, SlurmLabels
 from gpu_health.evaluator.remediation.slurm import Slurm
 from gpu_health.evaluator.rules.actions import CardActions
 from gpu_health.evaluator.store.db import Database

@@ -38,7 +38,7 @@ from gpu_health.evaluator.http.api.auth import (
 )
 from gpu_health.evaluator.http.errors import RequestMetrics, error_middleware
 from gpu_health.evaluator.http.throttle import FailureThrottle
-from gpu_health.logins import Verdict
+from gpu_health.logins import LoginVerdict
 from gpu_health.webguard import REALM, WebGuard
 
 log = logging.getLogger(__name__)
@@ -120,10 +120,10 @@ async def _basic_auth(guard: WebGuard | None, header: str | None, client: str) -
     client is throttled (bcrypt is slow: checked off the event loop)."""
     assert guard is not None
     verdict, wait = await asyncio.to_thread(guard.authorize, header, client)
-    if verdict is Verdict.THROTTLED:
+    if verdict is LoginVerdict.THROTTLED:
         raise ApiError(429, "too many password checks: retry later",
                        retry_after=max(1, math.ceil(wait)))
-    if verdict is not Verdict.OK:
+    if verdict is not LoginVerdict.OK:
         raise ApiError(401, "basic authentication required (--web.config.file)",
                        challenge=REALM)
 

@@ -1,7 +1,7 @@
 """When to drain a Slurm node for a GPU_FAULT_PREDICTED alert, and when to resume it. Pure.
 
 Inputs are plain rows (the open alerts, the alerts an operator closed after we drained, each
-card's recommended action, the last audited result per alert and step) and a :class:`Cluster`
+card's recommended action, the last audited result per alert and step) and a :class:`SlurmCluster`
 read from ``sinfo``; the output is one :class:`Step` per alert that needs a word, in order. The
 safety rules (docs/slurm.md):
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpu_health.evaluator.config.remediation import SlurmRemediation
-from gpu_health.evaluator.remediation.slurm import Cluster, SlurmNode, drain_reason
+from gpu_health.evaluator.remediation.slurm import SlurmCluster, SlurmNode, drain_reason
 
 DRAIN, RESUME = "drain", "resume"
 # Results after which the alert's step is never decided again.
@@ -76,7 +76,7 @@ class Step:
 
 
 def decide(open_alerts: Sequence[AlertRow], resolved: Sequence[AlertRow],
-           actions: Mapping[tuple[str, int], str], cluster: Cluster, config: SlurmRemediation,
+           actions: Mapping[tuple[str, int], str], cluster: SlurmCluster, config: SlurmRemediation,
            done: Mapping[tuple[str, str], str],
            last_by_node: Mapping[str, LastStep] | None = None) -> list[Step]:
     """Steps for every alert whose drain (open) or resume (resolved) is not final yet, then
@@ -113,7 +113,7 @@ class LastStep:
     result: str
 
 
-def _repairs(cluster: Cluster, held: set[str | None], last_by_node: Mapping[str, LastStep],
+def _repairs(cluster: SlurmCluster, held: set[str | None], last_by_node: Mapping[str, LastStep],
              config: SlurmRemediation) -> list[Step]:
     """Resume a node that carries our drain reason although our last word on it was a resume
     and no open alert holds it: a drain that completed after that resume."""
@@ -141,7 +141,7 @@ def _card(alert: AlertRow, actions: Mapping[tuple[str, int], str],
     return named[0] if named else (None, None)
 
 
-def _drain(alert: AlertRow, actions: Mapping[tuple[str, int], str], cluster: Cluster,
+def _drain(alert: AlertRow, actions: Mapping[tuple[str, int], str], cluster: SlurmCluster,
            config: SlurmRemediation, ours: set[str]) -> Step:
     gpu, action = _card(alert, actions, config.actions)
     name = config.naming.slurm_name(alert.node_id, alert.slurm_label)
@@ -170,7 +170,7 @@ def _drain(alert: AlertRow, actions: Mapping[tuple[str, int], str], cluster: Clu
     return step("go", f"drain with reason {reason!r}", reason)
 
 
-def _cap(node: SlurmNode, cluster: Cluster, config: SlurmRemediation,
+def _cap(node: SlurmNode, cluster: SlurmCluster, config: SlurmRemediation,
          ours: set[str]) -> str | None:
     if len(ours) >= config.max_drained_nodes:
         return (f"{len(ours)} nodes already drained by gpu-health "
@@ -186,7 +186,7 @@ def _cap(node: SlurmNode, cluster: Cluster, config: SlurmRemediation,
     return None
 
 
-def _resume(alert: AlertRow, cluster: Cluster, config: SlurmRemediation,
+def _resume(alert: AlertRow, cluster: SlurmCluster, config: SlurmRemediation,
             held: set[str | None]) -> Step:
     name = config.naming.slurm_name(alert.node_id, alert.slurm_label)
     node = cluster.nodes.get(name) if name is not None else None

@@ -1,4 +1,4 @@
-"""Slurm, as the drain policy sees it: ``sinfo`` read into a :class:`Cluster` (pure parser) and
+"""Slurm, as the drain policy sees it: ``sinfo`` read into a :class:`SlurmCluster` (pure parser) and
 ``scontrol update`` run through the shared tool runner (argv, no shell, ``LC_ALL=C``, timeout,
 bounded output). The only module of the evaluator that talks to Slurm.
 
@@ -54,7 +54,7 @@ class SlurmNode:
 
 
 @dataclass(frozen=True, slots=True)
-class Cluster:
+class SlurmCluster:
     nodes: Mapping[str, SlurmNode] = field(default_factory=dict)
 
     def partition_size(self, partition: str) -> int:
@@ -64,7 +64,7 @@ class Cluster:
         return frozenset(n.name for n in self.nodes.values() if n.ours)
 
 
-def parse_sinfo(text: str) -> Cluster:
+def parse_sinfo(text: str) -> SlurmCluster:
     """The nodes of ``sinfo -h -N -o '%N|%T|%P|%E'`` (lines that do not parse are skipped)."""
     nodes: dict[str, SlurmNode] = {}
     for line in text.splitlines():
@@ -77,7 +77,7 @@ def parse_sinfo(text: str) -> Cluster:
         partitions = (known.partitions if known else frozenset()) | {partition}
         nodes[name] = SlurmNode(name, state, None if reason in ("", "none") else reason,
                                 partitions)
-    return Cluster(nodes)
+    return SlurmCluster(nodes)
 
 
 def drain_reason(rule_version: str | None, gpu: int | None, action: str) -> str:
@@ -96,7 +96,7 @@ class Slurm:
         self.scontrol_cmd = scontrol
         self.runner = ToolRunner(timeout_s=timeout_s, max_output_bytes=MAX_OUTPUT, env=env)
 
-    async def cluster(self) -> Cluster:
+    async def cluster(self) -> SlurmCluster:
         result = await asyncio.to_thread(self.runner.run, self.sinfo_cmd, SINFO_ARGS)
         return parse_sinfo(result.require_success().stdout)
 
@@ -111,4 +111,4 @@ class Slurm:
         result.require_success()
 
 
-__all__ = ("Cluster", "CollectError", "Slurm", "SlurmNode", "drain_reason", "parse_sinfo")
+__all__ = ("CollectError", "Slurm", "SlurmCluster", "SlurmNode", "drain_reason", "parse_sinfo")

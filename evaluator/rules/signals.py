@@ -20,7 +20,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import SupportsInt
 
-from gpu_health.evaluator.rules.model import CardFeatures, Decision, Layer, SignalHit
+from gpu_health.evaluator.rules.evaluation import CardFeatures, Decision, Layer, SignalHit
 from gpu_health.evaluator.rules.params import RuleParams
 
 Check = Callable[[CardFeatures, RuleParams], SignalHit | None]

@@ -27,7 +27,7 @@ from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.durations import format_duration
 from gpu_health.evaluator.store.conflicts import retry_conflicts
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.sql import compose
+from gpu_health.evaluator.store.sql import fill_statement
 
 SYSTEM_ACTOR: Final = "system"
 
@@ -148,14 +148,14 @@ def open_new_alerts(db: Database, now: datetime) -> list[tuple[str, str, str]]:
 
 def open_alerts(db: Database, now: datetime) -> list[AlertView]:
     """Every open alert, oldest first."""
-    sql = compose(_VIEW, where="a.closed_at IS NULL")
+    sql = fill_statement(_VIEW, where="a.closed_at IS NULL")
     return [_view(r) for r in db.fetchall(sql, {"now": to_naive_utc(now)})]
 
 
 def closing_alerts(db: Database, now: datetime, horizon: timedelta) -> list[AlertView]:
     """Closed alerts whose end has not been acknowledged by every Alertmanager yet, closed
     within ``horizon`` (older ones have long expired in Alertmanager on their own)."""
-    sql = compose(_VIEW, where="a.closed_at IS NOT NULL AND a.end_sent_at IS NULL "
+    sql = fill_statement(_VIEW, where="a.closed_at IS NOT NULL AND a.end_sent_at IS NULL "
                              "AND a.closed_at >= $since")
     params = {"now": to_naive_utc(now), "since": to_naive_utc(now - horizon)}
     return [_view(r) for r in db.fetchall(sql, params)]
@@ -195,7 +195,7 @@ def resolve_alert(db: Database, node_id: str, *, actor: str, reason: str,
     alert_id = retry_conflicts(close)
     if alert_id is None:
         return None
-    sql = compose(_VIEW, where="a.id = $id")
+    sql = fill_statement(_VIEW, where="a.id = $id")
     return _view(db.fetchall(sql, {"now": to_naive_utc(now), "id": alert_id})[0])
 
 

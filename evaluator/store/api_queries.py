@@ -152,9 +152,8 @@ class CardCapability:
 
 def _capabilities(where: str) -> str:
     """The sealed days' rollups, then the raw rows after them, per card (``where``: the rows'
-    conditions). arg_max_null: the UUID of the newest row even when that row has none (arg_max
-    would skip NULLs and report an older card's UUID as current). The count is cast back to
-    BIGINT: a sum is wider, and a wide result is read column by column (fetchall_wide)."""
+    conditions). arg_max_null: the newest row's UUID even when it has none (arg_max would skip
+    NULLs: an older card's UUID). The count is cast to BIGINT for ``fetchall_wide``."""
     return f"""
 WITH segs AS (
     SELECT node_id, gpu_index, gpu_uuid, first_at, last_at, n_rows,

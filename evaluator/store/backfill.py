@@ -37,7 +37,7 @@ from gpu_health.evaluator.store.rollup_sql import (
     prev_unc,
 )
 from gpu_health.evaluator.store.rollups import EPOCH, sealed_until
-from gpu_health.evaluator.store.sql import compose
+from gpu_health.evaluator.store.sql import fill_statement
 from gpu_health.evaluator.store.window_edges import refresh_edges
 from gpu_health.evaluator.store.xid_samples import TABLE as XID_TABLE
 from gpu_health.evaluator.store.xid_samples import XID_EVENT, XID_EVENT_BEFORE, XID_PREV
@@ -160,7 +160,7 @@ series AS (
     SELECT id, unc_first_at, unc_first, unc_last, inc_at, inc_before, inc_after
     FROM tagged WHERE same
 ),
-events AS ({compose(FIRST_INCREASE, key="id", segs="series")}),
+events AS ({fill_statement(FIRST_INCREASE, key="id", segs="series")}),
 {xid_hits}
 SELECT p.id, p.gpu_uuid, p.matured, coalesce(a.n, 0), coalesce(a.n_other, 0), a.other_uuid,
        a.other_at, coalesce(a.n_known, 0), p.unc0, a.mx, a.last_at, e.event_at, e.before, e.after,
@@ -192,14 +192,14 @@ def observe_pending(db: Database, now: datetime,
     sealed_at = sealed_until(db)
     sealed = to_naive_utc(sealed_at or EPOCH)
     only = "" if ids is None else " AND id IN (SELECT unnest($only_ids::VARCHAR[]))"
-    pend = compose(_PEND, only=only)
+    pend = fill_statement(_PEND, only=only)
     # One cheap lookup: the oldest raw row any window still needs bounds the sample scan (row
     # groups before it are skipped), and each pending version's frozen fault definition. With
     # nothing pending the big query is not run at all.
     base: dict[str, Any] = {"now": naive, "sealed": sealed}
     if ids is not None:
         base["only_ids"] = list(ids)
-    versions = db.fetchall(compose(_PENDING_VERSIONS, pend=pend), base)
+    versions = db.fetchall(fill_statement(_PENDING_VERSIONS, pend=pend), base)
     if not versions:
         return []
     pairs = [(str(v), x) for v, _, params_json, _ in versions

@@ -18,7 +18,7 @@ from typing import Any, Final
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.sql import compose
+from gpu_health.evaluator.store.sql import fill_statement
 
 _US: Final = timedelta(microseconds=1)
 Fault = tuple[str, int, str | None, datetime]  # node, index, UUID, first fault
@@ -109,7 +109,7 @@ def active_ranges(db: Database, *, bucket: timedelta, strong: int, trend: int,
     lo, hi = base
     base_end = f"{hi} PRECEDING" if hi >= 0 else f"{-hi} FOLLOWING"
     rows = db.fetchall(
-        compose(_ACTIVE, changing=_CHANGING, strong=strong, trend=trend, lo=lo,
+        fill_statement(_ACTIVE, changing=_CHANGING, strong=strong, trend=trend, lo=lo,
                 base_end=base_end),
         {"w": bucket // _US, "source": SOURCE_REAL, "min_inc": min_increase},
     )

@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpu_health.clock import from_naive_utc, to_naive_utc
-from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.signals import (
     could_fire_with,

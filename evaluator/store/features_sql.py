@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Final
 
 from gpu_health.evaluator.rules.params import RuleParams
-from gpu_health.evaluator.store.sql import Dialect, compose
+from gpu_health.evaluator.store.sql import Dialect, fill_statement
 
 # alias -> counter column
 _NEEDED: Final[dict[str, str]] = {
@@ -153,7 +153,7 @@ def build_sql(params: RuleParams, n_slices: int, dialect: Dialect, cards: bool =
         raise ValueError("this engine runs the features statement whole (no feature_shard)")
     columns = _pivot_columns(params)
     semi = (_CARDS if cards else "") + ((dialect.feature_shard or "") if sharded else "")
-    return compose(
+    return fill_statement(
         _TEMPLATE,
         boundaries=dialect.feature_boundaries,
         asof=dialect.feature_asof,
@@ -163,7 +163,7 @@ def build_sql(params: RuleParams, n_slices: int, dialect: Dialect, cards: bool =
         cards_cte=_CARDS_CTE if cards else "",
         cards=semi,
         slices="\n    UNION ALL\n".join(
-            compose(_SLICE, i=i, columns=_COLUMNS, cards=semi) for i in range(n_slices)),
+            fill_statement(_SLICE, i=i, columns=_COLUMNS, cards=semi) for i in range(n_slices)),
         values=",\n           ".join(
             f"arg_max(s.{column}, s.sampled_at) AS {alias}" for alias, column in _NEEDED.items()),
         pivots=",\n           ".join(

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from gpu_health.clock import epoch_us, to_naive_utc
-from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.signals import last_increase, reaches_min_increase
 from gpu_health.evaluator.store.db import Database

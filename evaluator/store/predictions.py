@@ -25,7 +25,7 @@ from typing import Any
 
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.evaluator.model import RESOLVED
-from gpu_health.evaluator.rules.model import Decision
+from gpu_health.evaluator.rules.evaluation import Decision
 from gpu_health.evaluator.rules.outcome import Outcome
 from gpu_health.evaluator.store.conflicts import retry_conflicts
 from gpu_health.evaluator.store.db import Database, Params

@@ -22,7 +22,7 @@ _COLUMNS = ("actor", "step", "result", "alert_id", "node_id", "slurm_node", "gpu
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class AuditEntry:
     """One audit row (``gpu_index`` None when the step is about the node)."""
 
     step: str
@@ -80,8 +80,8 @@ def resume_candidates(db: Database, final: Collection[str]) -> list[tuple[str, s
     return [(str(a), str(n), str(c)) for a, n, c in rows]
 
 
-def record(db: Database, now: datetime, actor: str, entries: Sequence[Entry],
-           last: Mapping[tuple[str, str], str]) -> list[Entry]:
+def record(db: Database, now: datetime, actor: str, entries: Sequence[AuditEntry],
+           last: Mapping[tuple[str, str], str]) -> list[AuditEntry]:
     """Write the entries whose result differs from ``last``; returns those written."""
     new = [e for e in entries if last.get((e.alert_id, e.step)) != e.result]
     if not new:
@@ -100,12 +100,12 @@ def record(db: Database, now: datetime, actor: str, entries: Sequence[Entry],
 
 
 def audit(db: Database, node_id: str | None = None, limit: int = 100) -> list[
-        tuple[datetime, str, Entry]]:
+        tuple[datetime, str, AuditEntry]]:
     """The newest rows (of one node), newest first: (when, actor, entry)."""
     where, params = ("WHERE node_id = $node", {"node": node_id}) if node_id else ("", {})
     rows = db.fetchall(
         f"SELECT happened_at, {', '.join(_COLUMNS)} FROM gpu_health_remediations {where} "
         f"ORDER BY happened_at DESC, seq DESC LIMIT $limit", {**params, "limit": limit})
-    return [(from_naive_utc(at), str(actor), Entry(step, result, aid, node, slurm, reason, gpu,
+    return [(from_naive_utc(at), str(actor), AuditEntry(step, result, aid, node, slurm, reason, gpu,
                                                    card, sreason))
             for at, actor, step, result, aid, node, slurm, gpu, card, sreason, reason in rows]

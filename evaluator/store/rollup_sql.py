@@ -123,7 +123,7 @@ CAND: Final = (" AND EXISTS (SELECT 1 FROM cand c WHERE c.node_id = g.node_id"
 
 # Over a relation {segs} (key columns {key}, segment fields): per key, the first increase point
 # of the known uncorrectable counts, with the counts before and after it (holes filled by
-# gpu_health.evaluator.store.sql.compose).
+# gpu_health.evaluator.store.sql.fill_statement).
 FIRST_INCREASE: Final = """
     SELECT {key}, min(event_at) AS event_at, arg_min(before, event_at) AS before,
            arg_min(after, event_at) AS after

@@ -45,7 +45,7 @@ from gpu_health.evaluator.store.rollup_sql import (
     period_segments,
 )
 from gpu_health.evaluator.store.rollups import DAY, EPOCH, covered, day_floor, watermark
-from gpu_health.evaluator.store.sql import compose
+from gpu_health.evaluator.store.sql import fill_statement
 from gpu_health.evaluator.store.xid_samples import TABLE as XID_TABLE
 from gpu_health.evaluator.store.xid_samples import XID_EVENT, XID_PREV
 
@@ -150,7 +150,7 @@ def first_evidence(db: Database, params: dict[str, Any], cards: set[Card],
                              "c_uuid": [c[2] for c in ordered]}
     if fault_xids:
         query["xids"] = list(fault_xids)
-    sql = compose(_EVIDENCE, segments=period_segments(cards=CAND),
+    sql = fill_statement(_EVIDENCE, segments=period_segments(cards=CAND),
                   xid_cte=_xid_cte(_CAND_X) if fault_xids else "",
                   xids=_EVIDENCE_XIDS if fault_xids else "")
     query = period_params(db, query)
@@ -246,12 +246,12 @@ def period_facts(db: Database, params: dict[str, Any], nodes: frozenset[str] | N
     query = period_params(db, params) | {"sealed": to_naive_utc(watermark(db))}
     if fault_xids:
         query["xids"] = list(fault_xids)
-    sql = compose(
+    sql = fill_statement(
         _FACTS, materialized=db.dialect.facts_days, days_part=period_days(node_filter(nodes)),
         raw_part=period_raw(node_filter(nodes)).strip(), cand=CAND,
         moved_raw=period_raw(node_filter(nodes), CAND).strip(), key=_KEY,
         any_known=_ANY_KNOWN, nothing=_NOTHING, days=DAYS, nodes=node_filter(nodes),
-        first_increase=compose(FIRST_INCREASE, key=_KEY, segs="msegs"),
+        first_increase=fill_statement(FIRST_INCREASE, key=_KEY, segs="msegs"),
         xid_cte=_xid_cte(node_filter(nodes, "x.node_id")) if fault_xids else "",
         xid_rows=_XID_ROWS if fault_xids else "")
     return db.fetchall(sql, query)

@@ -16,7 +16,7 @@ from gpu_health.errors import StoreError
 from gpu_health.evaluator.model import CardKey, Counters, MemoryDetails, Sample
 from gpu_health.evaluator.store import rollups
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.sql import compose, unnest_rows
+from gpu_health.evaluator.store.sql import fill_statement, unnest_rows
 
 _COLUMNS = ("node_id", "gpu_index", "gpu_uuid", "source", "sampled_at", *COUNTER_KEYS,
             *DETAIL_KEYS)
@@ -153,6 +153,6 @@ def _insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: 
         f"""INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
                 {", ".join(COUNTER_KEYS)})
         SELECT node_id, gpu_index, gpu_uuid, source,
-               {compose(db.dialect.run_times, step_us=int(step_us))},
+               {fill_statement(db.dialect.run_times, step_us=int(step_us))},
                {", ".join(COUNTER_KEYS)}
         FROM (SELECT {staged}) AS runs""", dict(zip(names, columns, strict=True)))

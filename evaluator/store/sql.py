@@ -6,7 +6,7 @@ and the fragments each engine's dialect supplies (pure).
   statement reads the same on both engines and its parameters are named where they are used.
 - **Text** that varies (a table name, a column list, an engine's fragment, an optional
   condition): a statement written where it runs is an f-string; a template kept for later (a
-  module constant, an engine's fragment) has ``{name}`` holes filled by :func:`compose`, and
+  module constant, an engine's fragment) has ``{name}`` holes filled by :func:`fill_statement`, and
   only by it: no ``.format``, ``.replace`` or doubled braces (an architecture test keeps it
   so). A hole without a part is an error, not an empty string.
 - **Engine-specific text** is a field of :class:`Dialect`; each engine has one dialect module
@@ -24,7 +24,7 @@ from typing import Final
 _HOLE: Final = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
-def compose(template: str, **parts: object) -> str:
+def fill_statement(template: str, **parts: object) -> str:
     """``template`` with every ``{name}`` hole replaced by ``str(parts[name])``; a part's text
     may hold holes of its own (an engine's fragment), filled from the same parts."""
 

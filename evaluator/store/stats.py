@@ -39,7 +39,7 @@ from gpu_health.evaluator.store.sample_facts import (
     node_filter,
     sample_facts,
 )
-from gpu_health.evaluator.store.sql import compose
+from gpu_health.evaluator.store.sql import fill_statement
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +177,6 @@ def _predicted_by(db: Database, events: Sequence[Event], source: str,
     if rule_version is not None:
         query["rule_version"] = rule_version
     held = {int(o): w for o, w in db.fetchall(
-        compose(_PREDICTED_BY, version=_version_filter(rule_version, "p.")), query)}
+        fill_statement(_PREDICTED_BY, version=_version_filter(rule_version, "p.")), query)}
     return tuple(Fault(n, i, u, at, frozenset(int(w) for w in (held.get(k) or [])))
                  for k, (n, i, u, at) in enumerate(events))

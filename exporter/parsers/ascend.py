@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from gpu_health.errors import ParseError
 
-from ..model import CardReading, Counters, Failure, ParsedOutput, make_counters
+from ..tool_output import CardReading, Counters, Failure, ParsedOutput, make_counters
 from .cells import PCI_ADDRESS, CellReader, parse_index, require_unique
 
 VENDOR = "ascend"

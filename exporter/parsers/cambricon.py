@@ -24,7 +24,7 @@ import re
 from gpu_health.contract import CounterKey
 from gpu_health.errors import ParseError
 
-from ..model import CardReading, ParsedOutput, make_counters
+from ..tool_output import CardReading, ParsedOutput, make_counters
 from .cells import PCI_ADDRESS, CellReader, parse_index, require_unique, table_cells
 
 VENDOR = "cambricon"

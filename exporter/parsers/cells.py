@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from gpu_health.errors import ParseError
 
-from ..model import CardReading
+from ..tool_output import CardReading
 
 _COUNT = re.compile(r"[0-9]+")
 # The text exposition format carries float64 values: above 2^53 not every integer has one, so

@@ -20,7 +20,7 @@ import re
 
 from gpu_health.errors import ParseError
 
-from ..model import CardReading, ParsedOutput
+from ..tool_output import CardReading, ParsedOutput
 from .cells import is_declared_unknown, parse_index, require_unique
 
 VENDOR = "enflame"

@@ -15,7 +15,7 @@ import re
 
 from gpu_health.errors import ParseError
 
-from ..model import CardReading, ParsedOutput
+from ..tool_output import CardReading, ParsedOutput
 from .cells import parse_index, require_unique
 
 VENDOR = "hygon"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ..model import CardReading, ParsedOutput, make_counters
+from ..tool_output import CardReading, ParsedOutput, make_counters
 from . import smi_xml
 from .cells import CellReader, parse_index, require_unique
 

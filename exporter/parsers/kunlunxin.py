@@ -17,7 +17,7 @@ import re
 
 from gpu_health.errors import ParseError
 
-from ..model import CardReading, ParsedOutput, make_counters
+from ..tool_output import CardReading, ParsedOutput, make_counters
 from .cells import (
     PCI_ADDRESS,
     CellReader,

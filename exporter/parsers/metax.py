@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from gpu_health.errors import ParseError
 
-from ..model import CardReading, Counters, ParsedOutput, make_counters
+from ..tool_output import CardReading, Counters, ParsedOutput, make_counters
 from .cells import CellReader, require_unique
 
 VENDOR = "metax"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from gpu_health.contract import CounterKey, RemapKey
 from gpu_health.errors import ParseError
 
-from ..model import CardReading, ParsedOutput, make_counters, make_remap
+from ..tool_output import CardReading, ParsedOutput, make_counters, make_remap
 from .cells import CellReader, is_declared_unknown, parse_index, require_unique
 
 VENDOR = "nvidia"

@@ -16,9 +16,9 @@ from datetime import datetime
 from gpu_health.errors import CollectError, ParseError
 from gpu_health.runner import ToolResult
 
-from ..model import Failure, ParsedOutput
 from ..parsers import ascend
 from ..parsers.cells import CellReader
+from ..tool_output import Failure, ParsedOutput
 from .base import VendorSource
 
 MAX_PARALLEL = 4

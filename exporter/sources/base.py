@@ -17,7 +17,7 @@ from prometheus_client.metrics_core import Metric
 
 from gpu_health.runner import ToolRunner
 
-from ..model import ParsedOutput
+from ..tool_output import ParsedOutput
 
 # Error reasons every source can produce; the loop pre-creates these series at 0 so alert
 # rules can use increase() from the first failure on.

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from gpu_health.errors import CollectError
 from gpu_health.runner import ToolResult, ToolRunner
 
-from ..model import ParsedOutput
 from ..parsers import kunlunxin, kunlunxin_xml
+from ..tool_output import ParsedOutput
 from .base import COMMON_ERROR_REASONS, VendorSource
 
 log = logging.getLogger(__name__)

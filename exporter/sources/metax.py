@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..model import ParsedOutput
 from ..parsers import metax
+from ..tool_output import ParsedOutput
 from .base import VendorSource
 
 

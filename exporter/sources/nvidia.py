@@ -22,8 +22,8 @@ from prometheus_client.metrics_core import Metric
 from gpu_health.errors import CollectError, GpuHealthError, ToolNotFound
 from gpu_health.runner import ToolRunner
 
-from ..model import ParsedOutput
 from ..parsers import nvidia
+from ..tool_output import ParsedOutput
 from .base import COMMON_ERROR_REASONS, VendorSource
 
 log = logging.getLogger(__name__)

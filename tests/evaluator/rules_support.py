@@ -16,7 +16,7 @@ from typing import Any
 from gpu_health.clock import to_naive_utc
 from gpu_health.evaluator.config.rules import RULES_DIR, load_ruleset
 from gpu_health.evaluator.model import CardKey, Counters, Sample
-from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.store import Database

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_health.exporter.model import CardReading, Counters, ParsedOutput
 from gpu_health.exporter.sources.base import VendorSource
+from gpu_health.exporter.tool_output import CardReading, Counters, ParsedOutput
 from gpu_health.runner import ToolRunner
 
 from .support import FakeClock

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prometheus_client.registry import CollectorRegistry
 
-from gpu_health.exporter.model import CardReading
+from gpu_health.exporter.tool_output import CardReading
 from gpu_health.exporter.xid_follower import XidFollower
 from gpu_health.exporter.xid_store import PRECREATED_XIDS, XID_METRIC, XidCollector, XidStore
 from gpu_health.runner import ToolRunner

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from gpu_health.exporter.cache import ReadingCache
+from gpu_health.exporter.collection_loop import CollectionLoop
 from gpu_health.exporter.collector import build_registry
-from gpu_health.exporter.loop import CollectionLoop
-from gpu_health.exporter.model import CardReading, ParsedOutput
 from gpu_health.exporter.sources.base import VendorSource
 from gpu_health.exporter.sources.nvidia import NvidiaSource
+from gpu_health.exporter.tool_output import CardReading, ParsedOutput
 from gpu_health.runner import ToolRunner
 
 from .conftest import MakeExporter

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu_health.errors import GpuHealthError
-from gpu_health.exporter.model import ParsedOutput
 from gpu_health.exporter.parsers import (
     ascend,
     cambricon,
@@ -31,6 +30,7 @@ from gpu_health.exporter.parsers import (
     xid,
 )
 from gpu_health.exporter.parsers.cells import MAX_EXACT_COUNT, CellReader
+from gpu_health.exporter.tool_output import ParsedOutput
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PLAN = ("index", "name", "uuid", "pci.bus_id", *nvidia.HEALTH_FIELDS)

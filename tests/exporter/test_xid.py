@@ -12,9 +12,9 @@ import pytest
 from prometheus_client.registry import CollectorRegistry
 
 from gpu_health.exporter.main import Exporter
-from gpu_health.exporter.model import CardReading
 from gpu_health.exporter.parsers import xid
 from gpu_health.exporter.parsers.cells import pci_key
+from gpu_health.exporter.tool_output import CardReading
 from gpu_health.exporter.xid_follower import XidFollower, _Cursor
 from gpu_health.exporter.xid_store import XID_METRIC, XidCollector, XidStore
 from gpu_health.runner import ToolRunner

@@ -18,7 +18,7 @@ from gpu_health.clock import rfc3339, rfc3339_or_none
 from gpu_health.errors import ApiError
 from gpu_health.evaluator.http.api.auth import Principal, node_not_found
 from gpu_health.evaluator.http.api.context import ApiContext
-from gpu_health.evaluator.http.api.params import UNNAMED, echo_name
+from gpu_health.evaluator.http.api.query_params import UNNAMED, echo_name
 from gpu_health.evaluator.store import api_queries as q
 from gpu_health.evaluator.store.alerts import AlertView, resolve_alert
 

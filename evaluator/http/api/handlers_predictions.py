@@ -14,7 +14,7 @@ from gpu_health.clock import rfc3339, rfc3339_or_none
 from gpu_health.errors import ApiError
 from gpu_health.evaluator.http.api.auth import Principal, node_not_found
 from gpu_health.evaluator.http.api.context import ApiContext
-from gpu_health.evaluator.http.api.params import Query
+from gpu_health.evaluator.http.api.query_params import Query
 from gpu_health.evaluator.stats import document as stats
 from gpu_health.evaluator.store import api_queries as q
 

@@ -13,7 +13,7 @@ from typing import Final
 
 from gpu_health import __version__
 from gpu_health.evaluator.http.api.alerts import ALERT_PATHS, ALERT_SCHEMAS
-from gpu_health.evaluator.http.api.params import PARAMETERS
+from gpu_health.evaluator.http.api.query_params import PARAMETERS
 from gpu_health.evaluator.http.api.schema_parts import (
     CARD,
     COUNTERS_NULL,

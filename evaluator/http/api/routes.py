@@ -32,7 +32,7 @@ from gpu_health.evaluator.http.api.auth import (
 )
 from gpu_health.evaluator.http.api.context import ApiContext, dumps
 from gpu_health.evaluator.http.api.openapi import PREFIX, document
-from gpu_health.evaluator.http.api.params import Query
+from gpu_health.evaluator.http.api.query_params import Query
 
 log = logging.getLogger(__name__)
 

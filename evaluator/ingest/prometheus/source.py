@@ -33,7 +33,6 @@ from gpu_health.errors import SourceError
 from gpu_health.evaluator.config.source import PrometheusSourceConfig
 from gpu_health.evaluator.config.targets import Target
 from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
-from gpu_health.evaluator.ingest.prometheus.metrics import SourceMetrics
 from gpu_health.evaluator.ingest.prometheus.metricsets import (
     METRIC_SETS,
     Assembly,
@@ -48,6 +47,7 @@ from gpu_health.evaluator.ingest.prometheus.query import (
     RangeQuerier,
     chunks,
 )
+from gpu_health.evaluator.ingest.prometheus.source_metrics import SourceMetrics
 from gpu_health.evaluator.ingest.prometheus.steps import node_targets, step_results
 from gpu_health.evaluator.ingest.prometheus.window import Window, next_window
 from gpu_health.evaluator.ingest.prometheus.xids import LastXidTracker, XidReadings, xid_readings

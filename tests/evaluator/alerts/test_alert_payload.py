@@ -115,7 +115,7 @@ def test_shape_matches_the_body_alertmanager_accepted() -> None:
 
 
 def test_the_card_s_recommended_action_is_an_annotation_worded_as_a_recommendation() -> None:
-    from gpu_health.evaluator.alerts.loop import AlertState, with_actions
+    from gpu_health.evaluator.alerts.alert_loop import AlertState, with_actions
     from gpu_health.evaluator.rules.actions import Recommendation
 
     assert ALERT.gpu_index is not None

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gpu_health.evaluator.alerts.loop import AlertLoop
+from gpu_health.evaluator.alerts.alert_loop import AlertLoop
 from gpu_health.evaluator.alerts.pusher import backoff
 from gpu_health.evaluator.config.alerting import AlertingConfig
 from gpu_health.evaluator.store import Database

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_health.evaluator.backtest.activity import tick_grid
-from gpu_health.evaluator.backtest.pipeline import replay_all
+from gpu_health.evaluator.backtest.backtest_run import replay_all
 from gpu_health.evaluator.backtest.replay import replay
 from gpu_health.evaluator.backtest.report import build_report
 from gpu_health.evaluator.backtest.rulesets import Variant

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gpu_health.clock import to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.backtest.feature_cache import entry
-from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.signals import could_fire
 from gpu_health.evaluator.store.features import row_could_fire, row_to_features
 from tests.evaluator.rules_support import PARAMS, features

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpu_health.evaluator.backtest.backtest_run import replay_all
 from gpu_health.evaluator.backtest.batch import replay_versions
-from gpu_health.evaluator.backtest.pipeline import replay_all
 from gpu_health.evaluator.backtest.rulesets import variants
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.store import Database

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gpu_health.errors import ApiError
-from gpu_health.evaluator.http.api.params import Query, parse_int, parse_time
+from gpu_health.evaluator.http.api.query_params import Query, parse_int, parse_time
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 

@@ -21,8 +21,8 @@ from gpu_health.evaluator.ingest.cycle import Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.discovery import Discovery
 from gpu_health.evaluator.ingest.dns_sd import DnsSD
-from gpu_health.evaluator.ingest.pipeline import IngestPipeline
 from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.dns_support import DnsServer, dns_server
 from tests.e2e.stack import Procs, free_port, http, wait_for

@@ -21,8 +21,8 @@ from gpu_health.errors import StoreError
 from gpu_health.evaluator.config.targets import Target
 from gpu_health.evaluator.ingest.cycle import Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
-from gpu_health.evaluator.ingest.pipeline import IngestPipeline
 from gpu_health.evaluator.ingest.scrape import Scraper
+from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.model import CardKey, Counters
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
@@ -289,7 +289,7 @@ async def test_many_targets_going_down_or_up_log_ten_lines_and_one_summary(
     Each way, ten transitions are named and the rest are counted in one line."""
     rig.targets = [rig.server.target(f"d{i}") for i in range(25)]  # no body: 404, down
     pipeline = rig.pipeline()
-    with caplog.at_level(logging.INFO, logger="gpu_health.evaluator.ingest.pipeline"):
+    with caplog.at_level(logging.INFO, logger="gpu_health.evaluator.ingest.scrape_tick"):
         await pipeline.run_cycle()
         down = [r.getMessage() for r in caplog.records]
         caplog.clear()

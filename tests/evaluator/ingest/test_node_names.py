@@ -18,8 +18,8 @@ from gpu_health.evaluator.ingest.cards import CardExtraction, parse_cards
 from gpu_health.evaluator.ingest.cycle import Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.identity import NodeNames, resolve_nodes
-from gpu_health.evaluator.ingest.pipeline import IngestPipeline
 from gpu_health.evaluator.ingest.scrape import Scraper, ScrapeResult
+from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.ingest_support import T0, Card, FakeClock, a100, render, stand_in
 

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gpu_health.evaluator.config.remediation import NodeNaming, SlurmRemediation
-from gpu_health.evaluator.remediation.loop import RemediationLoop
+from gpu_health.evaluator.remediation.drain_loop import RemediationLoop
 from gpu_health.evaluator.remediation.slurm import Slurm
 from gpu_health.evaluator.rules.actions import Recommendation
 from gpu_health.evaluator.store import Database

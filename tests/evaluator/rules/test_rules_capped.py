@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams, cross_problems
 from gpu_health.evaluator.rules.signals import assess_growth, capped_increases, decide
 from tests.evaluator.rules_support import PARAMS, START, V2_FILE, ruleset

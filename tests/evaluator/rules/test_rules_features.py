@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpu_health.evaluator.model import CardKey, Counters, Sample
-from gpu_health.evaluator.rules.model import CardFeatures
+from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.store import Database
 from gpu_health.evaluator.store.features import card_features

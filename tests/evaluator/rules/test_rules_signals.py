@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpu_health.evaluator.rules.model import CardFeatures, SignalHit
+from gpu_health.evaluator.rules.evaluation import CardFeatures, SignalHit
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.signals import SIGNALS, Signal, assess_growth, decide
 from tests.evaluator.rules_support import PARAMS, features, params

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from gpu_health.evaluator.compose import build_service
 from gpu_health.evaluator.config.file import load_config
-from gpu_health.evaluator.stats.snapshot import PredictionState, compute_snapshot
+from gpu_health.evaluator.stats.state_collector import PredictionState, compute_snapshot
 from gpu_health.evaluator.store import Database
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_prediction, build_dataset

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpu_health.contract import SOURCE_REAL
-from gpu_health.evaluator.backtest.pipeline import replay_all
+from gpu_health.evaluator.backtest.backtest_run import replay_all
 from gpu_health.evaluator.store import rollups
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.evaluator.store.sample_facts import base_params, first_evidence, sample_facts

@@ -1,5 +1,5 @@
-"""How the store assembles a statement (evaluator/store/sql.py): holes filled by compose only,
-``$name`` values only (a list of values is refused on both engines), rows from list
+"""How the store assembles a statement (evaluator/store/sql.py): holes filled by fill_statement
+only, ``$name`` values only (a list of values is refused on both engines), rows from list
 parameters, and each engine's dialect giving every fragment the shared statements leave open."""
 
 from __future__ import annotations
@@ -8,22 +8,23 @@ import pytest
 
 from gpu_health.evaluator.store.engines.duckdb_dialect import DIALECT as DUCKDB
 from gpu_health.evaluator.store.engines.postgres_dialect import DIALECT as POSTGRESQL
-from gpu_health.evaluator.store.sql import compose, unnest_rows
+from gpu_health.evaluator.store.sql import fill_statement, unnest_rows
 from tests.conftest import NewDb
 
 
-def test_compose_fills_holes_and_the_holes_of_its_parts() -> None:
-    assert compose("SELECT {cols} FROM t{where}", cols="a, b", where="") == "SELECT a, b FROM t"
-    assert compose("{outer}", outer="x{inner}", inner="y") == "xy"
+def test_fill_statement_fills_holes_and_the_holes_of_its_parts() -> None:
+    assert fill_statement("SELECT {cols} FROM t{where}", cols="a, b", where="") == \
+        "SELECT a, b FROM t"
+    assert fill_statement("{outer}", outer="x{inner}", inner="y") == "xy"
     # text that is not a hole stays: a struct literal, a placeholder
-    assert compose("SELECT {'a': 1}, $n, {n}", n=2) == "SELECT {'a': 1}, $n, 2"
+    assert fill_statement("SELECT {'a': 1}, $n, {n}", n=2) == "SELECT {'a': 1}, $n, 2"
 
 
 def test_a_hole_without_a_part_is_an_error_not_an_empty_string() -> None:
     with pytest.raises(KeyError, match="'cards'"):
-        compose("SELECT 1{cards}")
+        fill_statement("SELECT 1{cards}")
     with pytest.raises(ValueError, match="nest"):
-        compose("{a}", a="{a}")
+        fill_statement("{a}", a="{a}")
 
 
 def test_unnest_rows_names_one_list_parameter_per_column() -> None:

@@ -24,7 +24,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from gpu_health.clock import Clock
-from gpu_health.evaluator.alerts.metrics import AlertMetrics
+from gpu_health.evaluator.alerts.alert_metrics import AlertMetrics
 from gpu_health.evaluator.alerts.pusher import Pusher, PushReport
 from gpu_health.evaluator.outbound import ClientOptions, client_session
 from gpu_health.evaluator.rules.actions import CardActions, Recommendation

@@ -20,8 +20,8 @@ from gpu_health.clock import Clock
 from gpu_health.errors import GpuHealthError, ToolNotFound
 
 from .cache import ReadingCache
-from .model import duplicate_uuids
 from .sources import VendorSource
+from .tool_output import duplicate_uuids
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from gpu_health.clock import Clock
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.rules.actions import ActionPolicy, Recommendation, recommend
 from gpu_health.evaluator.stats.document import prediction_stats
-from gpu_health.evaluator.stats.families import Snapshot, families
+from gpu_health.evaluator.stats.snapshot_families import Snapshot, families
 from gpu_health.evaluator.store.actions import card_states
 from gpu_health.evaluator.store.api_queries import capabilities
 from gpu_health.evaluator.store.db import Database

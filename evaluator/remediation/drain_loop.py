@@ -41,7 +41,7 @@ from gpu_health.evaluator.rules.actions import CardActions
 from gpu_health.evaluator.store.alerts import open_alerts
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.remediation import (
-    Entry,
+    AuditEntry,
     confirm_leadership,
     last_by_slurm_node,
     last_results,
@@ -70,8 +70,8 @@ def _gpus(first: int | None, others: tuple[int, ...]) -> tuple[int, ...]:
     return (*head, *(g for g in others if g != first))
 
 
-def _entry(step: Step) -> Entry:
-    return Entry(step.action, step.result, step.alert_id, step.node_id, step.slurm_node,
+def _entry(step: Step) -> AuditEntry:
+    return AuditEntry(step.action, step.result, step.alert_id, step.node_id, step.slurm_node,
                  step.why, step.gpu, step.card_action, step.reason)
 
 

@@ -17,14 +17,14 @@ from typing import Any, TextIO
 
 from gpu_health.clock import Clock, rfc3339, system_clock
 from gpu_health.errors import ConfigError
-from gpu_health.evaluator.backtest.batch import replay_versions
-from gpu_health.evaluator.backtest.pipeline import (
+from gpu_health.evaluator.backtest.backtest_run import (
     BacktestOptions,
     backtest_file,
     bar_callback,
     progress_bar,
     write_json,
 )
+from gpu_health.evaluator.backtest.batch import replay_versions
 from gpu_health.evaluator.backtest.rulesets import Variant, baseline_variants
 from gpu_health.evaluator.calibrate.choose import (
     Candidate,
@@ -34,9 +34,9 @@ from gpu_health.evaluator.calibrate.choose import (
     meets,
     verdict,
 )
-from gpu_health.evaluator.calibrate.metrics import PartFacts, part_metrics, point
 from gpu_health.evaluator.calibrate.report import base_report, candidate_rows, entry, render_text
 from gpu_health.evaluator.calibrate.rulefile import write_rule
+from gpu_health.evaluator.calibrate.scores import PartFacts, part_metrics, point
 from gpu_health.evaluator.calibrate.space import Space, candidates
 from gpu_health.evaluator.calibrate.split import Split, split_period
 from gpu_health.evaluator.config.rules import baseline_files, load_ruleset

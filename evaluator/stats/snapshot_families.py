@@ -2,7 +2,7 @@
 
 Every ratio the statistics report as null (not enough data) is ABSENT here, never 0, and so are
 its interval bounds; docs/dashboards.md lists the names. :func:`families` yields them in a fixed
-order for :class:`gpu_health.evaluator.stats.snapshot.PredictionStateCollector`.
+order for :class:`gpu_health.evaluator.stats.state_collector.PredictionStateCollector`.
 """
 
 from __future__ import annotations
