@@ -27,6 +27,15 @@ STATUSES: Final[tuple[PredictionStatus, ...]] = ("pending", "hit", "miss", "void
 RESOLVED: Final[tuple[ResolvedStatus, ...]] = ("hit", "miss", "voided")
 
 
+# The plain shapes of a card inside one data source, for the paths that key millions of rows by
+# it (a backtest, the statistics): tuples, hashed in C. CardKey adds the source.
+CardSlot = tuple[str, int]  # (node_id, gpu_index)
+PhysicalCard = tuple[str, int, "str | None"]  # (node_id, gpu_index, gpu_uuid): a swap is another
+# A physical card's first fault event in a period, as the store reads it (the statistics'
+# ``store.stats.Fault`` adds what predicted it): (node_id, gpu_index, gpu_uuid, at).
+FirstFault = tuple[str, int, "str | None", datetime]
+
+
 @dataclass(frozen=True, slots=True)
 class CardKey:
     """A card slot: node, physical index (as the tool reports it) and data source."""

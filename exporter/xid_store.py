@@ -42,15 +42,15 @@ ERROR_REASONS: tuple[str, ...] = (
 MAX_PENDING = 10_000
 VENDOR = "nvidia"
 
-CardKey = tuple[int, str]  # (gpu index, uuid or "")
+XidCard = tuple[int, str]  # a card as the Xid follower names it: (gpu index, uuid or "")
 
 
 @dataclass(frozen=True, slots=True)
 class XidSnapshot:
     """What one scrape exports, taken at one instant."""
 
-    cards: tuple[CardKey, ...]
-    counts: Mapping[tuple[CardKey, int], int]
+    cards: tuple[XidCard, ...]
+    counts: Mapping[tuple[XidCard, int], int]
     readable: Mapping[str, bool]
     unmatched: int
     errors: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
@@ -61,10 +61,10 @@ class XidStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cards: dict[str, CardKey] = {}
+        self._cards: dict[str, XidCard] = {}
         self._known = False  # False until the first NVIDIA collection finished
         self._pending: deque[XidEvent] = deque(maxlen=MAX_PENDING)
-        self._counts: dict[tuple[CardKey, int], int] = {}
+        self._counts: dict[tuple[XidCard, int], int] = {}
         self._readable: dict[str, bool] = {}
         self._unmatched = 0
         self._errors = dict.fromkeys(ERROR_REASONS, 0)

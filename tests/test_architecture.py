@@ -195,3 +195,26 @@ def test_a_class_name_means_one_class_in_each_program(program: str) -> None:
     base = sorted((REPO / "gpu_health").glob("*.py"))
     classes = _public_classes(base + sorted((REPO / program).rglob("*.py")))
     assert {name: where for name, where in classes.items() if len(where) > 1} == {}
+
+
+def _tuple_aliases(path: Path) -> list[str]:
+    """Module-level names bound to a ``tuple[...]`` type (``Card = tuple[str, int]``)."""
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript) and \
+                isinstance(node.value.value, ast.Name) and node.value.value.id == "tuple":
+            found += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return found
+
+
+def test_a_card_has_its_shapes_in_one_module() -> None:
+    """``CardKey``, ``CardSlot``, ``PhysicalCard`` and ``FirstFault`` live in
+    evaluator/model.py; no other module of the evaluator names a card (or a fault) with a tuple
+    alias of its own. The one exception is not a card of the store: the events file's name for
+    a device, before it is matched to a slot."""
+    model = REPO / "evaluator" / "model.py"
+    assert {"CardSlot", "PhysicalCard", "FirstFault"} <= set(_tuple_aliases(model))
+    others = {relative(p): names for p in sorted((REPO / "evaluator").rglob("*.py"))
+              if p != model and (names := [n for n in _tuple_aliases(p)
+                                           if n.startswith(("Card", "Fault", "FirstFault"))])}
+    assert others == {"evaluator/backtest/events.py": ["CardName"]}

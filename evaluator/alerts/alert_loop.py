@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry
 from gpu_health.clock import Clock
 from gpu_health.evaluator.alerts.alert_metrics import AlertMetrics
 from gpu_health.evaluator.alerts.pusher import Pusher, PushReport
+from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.outbound import ClientOptions, client_session
 from gpu_health.evaluator.rules.actions import CardActions, Recommendation
 from gpu_health.evaluator.store.alerts import (
@@ -74,7 +75,7 @@ def sync(db: Database, now: datetime, present: Collection[str] | None, grace: ti
                       tuple(opened), tuple(removed))
 
 
-def with_actions(state: AlertState, actions: Mapping[tuple[str, int], Recommendation]
+def with_actions(state: AlertState, actions: Mapping[CardSlot, Recommendation]
                  ) -> AlertState:
     """The open alerts with their card's recommended action (pure); a card the actions do not
     cover keeps none (the payload then says "unknown")."""

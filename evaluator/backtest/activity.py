@@ -45,13 +45,13 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from gpu_health.clock import EPOCH, epoch_us
+from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.rules.params import RuleParams
 
 KNOWN_SIGNALS: Final = frozenset({
     "ecc_uncorrected_present", "remap_failure_present", "ecc_corrected_growth",
     "remap_pending_growth", "retired_pages_growth",
 })
-Card = tuple[str, int]
 
 
 def lookback(params: RuleParams) -> timedelta:
@@ -106,7 +106,7 @@ def tick_at_or_before(at: datetime, interval: timedelta) -> datetime:
     return EPOCH + timedelta(microseconds=epoch_us(at) // step * step)
 
 
-Ranges = dict[tuple[Card, str], list[tuple[int, int]]]
+Ranges = dict[tuple[CardSlot, str], list[tuple[int, int]]]
 
 
 def bucket_ranges(ticks: Sequence[datetime], runs: Iterable[tuple[str, int, str, int, int]],
@@ -136,9 +136,9 @@ class TickPlan:
 
     def __init__(self, n: int, ranges: Ranges | None) -> None:
         self.ranges = ranges
-        self._blocked_to: dict[Card, int] = {}
-        self._kinds: dict[Card, list[str]] = {}
-        self.cards: list[Card] | None = None
+        self._blocked_to: dict[CardSlot, int] = {}
+        self._kinds: dict[CardSlot, list[str]] = {}
+        self.cards: list[CardSlot] | None = None
         if ranges is None:
             self.cover = [1] * n
             return
@@ -161,11 +161,11 @@ class TickPlan:
             i += 1
         return None
 
-    def blocked(self, card: Card, i: int) -> bool:
+    def blocked(self, card: CardSlot, i: int) -> bool:
         """Whether ``card`` has an open window at tick ``i`` (its decisions would be refused)."""
         return i < self._blocked_to.get(card, 0)
 
-    def block(self, card: Card, current: int, until: int) -> None:
+    def block(self, card: CardSlot, current: int, until: int) -> None:
         """``card`` cannot get a prediction at ticks ``current + 1 .. until - 1``."""
         lo = max(current + 1, self._blocked_to.get(card, 0))
         self._blocked_to[card] = max(self._blocked_to.get(card, 0), until)

@@ -38,14 +38,14 @@ from datetime import datetime, timedelta
 
 from gpu_health.evaluator.backtest.activity import KNOWN_SIGNALS, TickPlan, tick_at_or_after
 from gpu_health.evaluator.backtest.activity import tick_grid as grid
-from gpu_health.evaluator.backtest.feature_cache import Card, FeatureCache
+from gpu_health.evaluator.backtest.feature_cache import FeatureCache
 from gpu_health.evaluator.backtest.replay import (
     DEFAULT_CHUNK,
     ReplaySummary,
     Runs,
     candidate_ranges,
 )
-from gpu_health.evaluator.model import RESOLVED
+from gpu_health.evaluator.model import RESOLVED, CardSlot
 from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.outcome import Outcome, WindowObservation, classify
 from gpu_health.evaluator.rules.params import RuleParams
@@ -85,7 +85,7 @@ def _walk(ruleset: RuleSet, ticks: list[datetime], plan: TickPlan, cache: Featur
     # decided in full.
     quick = {s.name for s in SIGNALS} <= KNOWN_SIGNALS
     window = timedelta(days=params.window_days)
-    open_until: dict[Card, datetime] = {}
+    open_until: dict[CardSlot, datetime] = {}
     for node, gpu, until in ends:  # as replay: no window opened again before they end
         open_until[(node, gpu)] = until
         plan.block((node, gpu), -1, bisect_left(ticks, until))

@@ -26,13 +26,12 @@ from typing import Any
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.backtest.replay import DEFAULT_CHUNK, HORIZON
+from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.features import feature_rows, row_quick_test, row_to_features
 from gpu_health.evaluator.store.hourly import hourly_values, hours_needed
-
-Card = tuple[str, int]
 
 
 @dataclass(slots=True)
@@ -40,7 +39,7 @@ class CachedFeatures:
     """One card's feature row at one tick, with what every version's quick test needs; the
     features themselves are built only for a version that must decide in full."""
 
-    card: Card
+    card: CardSlot
     t0: datetime
     always: bool  # a strong, pending-remap or retired-page signal may fire: decide in full
     increase: int | None  # the last growth window's correctable increase (None: unknown)
@@ -70,7 +69,7 @@ class FeatureCache:
 
     db: Database
     params: RuleParams
-    cards: list[Card] | None
+    cards: list[CardSlot] | None
     ticks: list[datetime]
     candidates: list[int]  # tick indexes at which some version of the group may fire
     chunk: int = DEFAULT_CHUNK

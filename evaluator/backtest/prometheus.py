@@ -46,7 +46,7 @@ from gpu_health.evaluator.ingest.prometheus.query import (
 )
 from gpu_health.evaluator.ingest.prometheus.window import aligned
 from gpu_health.evaluator.ingest.prometheus.xids import LastXidTracker, xid_readings
-from gpu_health.evaluator.model import XidKey, XidSample
+from gpu_health.evaluator.model import CardSlot, XidKey, XidSample
 from gpu_health.evaluator.outbound import ClientOptions, client_session
 from gpu_health.evaluator.store.db import Database
 
@@ -80,7 +80,7 @@ class PrometheusImport:
     series: int = 0
     readings: int = 0  # fed to the write rule: change points and keep-alive readings
     changes: int = 0  # change points read
-    cards: set[tuple[str, int]] = field(default_factory=set)
+    cards: set[CardSlot] = field(default_factory=set)
     dropped: Counter[str] = field(default_factory=Counter)  # values unread, by reason
     absent: Counter[str] = field(default_factory=Counter)  # change points without a counter
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpu_health.evaluator.config.remediation import SlurmRemediation
+from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.remediation.slurm import SlurmCluster, SlurmNode, drain_reason
 
 DRAIN, RESUME = "drain", "resume"
@@ -76,7 +77,7 @@ class Step:
 
 
 def decide(open_alerts: Sequence[AlertRow], resolved: Sequence[AlertRow],
-           actions: Mapping[tuple[str, int], str], cluster: SlurmCluster, config: SlurmRemediation,
+           actions: Mapping[CardSlot, str], cluster: SlurmCluster, config: SlurmRemediation,
            done: Mapping[tuple[str, str], str],
            last_by_node: Mapping[str, LastStep] | None = None) -> list[Step]:
     """Steps for every alert whose drain (open) or resume (resolved) is not final yet, then
@@ -131,7 +132,7 @@ def _repairs(cluster: SlurmCluster, held: set[str | None], last_by_node: Mapping
     return steps
 
 
-def _card(alert: AlertRow, actions: Mapping[tuple[str, int], str],
+def _card(alert: AlertRow, actions: Mapping[CardSlot, str],
           wanted: Sequence[str]) -> tuple[int | None, str | None]:
     """The first card of the alert whose action is in ``wanted`` (else the first card's)."""
     named = [(g, actions.get((alert.node_id, g))) for g in alert.gpus]
@@ -141,7 +142,7 @@ def _card(alert: AlertRow, actions: Mapping[tuple[str, int], str],
     return named[0] if named else (None, None)
 
 
-def _drain(alert: AlertRow, actions: Mapping[tuple[str, int], str], cluster: SlurmCluster,
+def _drain(alert: AlertRow, actions: Mapping[CardSlot, str], cluster: SlurmCluster,
            config: SlurmRemediation, ours: set[str]) -> Step:
     gpu, action = _card(alert, actions, config.actions)
     name = config.naming.slurm_name(alert.node_id, alert.slurm_label)

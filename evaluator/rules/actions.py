@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from gpu_health.contract import RECOVERY_ACTIONS
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.rules.ruleset import yaml_mapping
 
 ACTIONS: Final = ("replace_candidate", "reboot_node", "reset_gpu", "restart_workload", "none",
@@ -108,7 +109,7 @@ class Recommendation:
 
 # The latest recommendation per card slot (node, gpu index), as the /metrics snapshot computed
 # it: what the alert loop annotates and the remediation loop drains by.
-CardActions = Callable[[], Mapping[tuple[str, int], Recommendation]]
+CardActions = Callable[[], Mapping[CardSlot, Recommendation]]
 
 
 def recommend(state: CardState, policy: ActionPolicy) -> Recommendation:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from gpu_health.contract import COUNTER_KEYS
+from gpu_health.evaluator.model import CardSlot
 
 if TYPE_CHECKING:
     from gpu_health.evaluator.rules.actions import Recommendation
@@ -33,7 +34,7 @@ class Snapshot:
     duration_seconds: float
     stats: dict[str, Any]  # gpu_health.evaluator.stats.document.prediction_stats(source="real")
     cards: tuple[CardCapability, ...]
-    stalled: frozenset[tuple[str, int]]  # (node, gpu) with no sample for longer than the stall
+    stalled: frozenset[CardSlot]  # (node, gpu) with no sample for longer than the stall
     open_predictions: tuple[OpenPrediction, ...]
     actions: tuple[tuple[tuple[str, int, str | None], Recommendation], ...] = ()
     # With shadow versions: (version, "active" | "shadow", that version's statistics alone)

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from gpu_health.clock import Clock
 from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.rules.actions import ActionPolicy, Recommendation, recommend
 from gpu_health.evaluator.stats.document import prediction_stats
 from gpu_health.evaluator.stats.snapshot_families import Snapshot, families
@@ -132,7 +133,7 @@ class PredictionState:
         self.collector.snapshot = snapshot
         return snapshot
 
-    def card_actions(self) -> dict[tuple[str, int], Recommendation]:
+    def card_actions(self) -> dict[CardSlot, Recommendation]:
         """The latest snapshot's recommended action per card slot (empty before the first)."""
         snapshot = self.collector.snapshot
         return {} if snapshot is None else {(node, gpu): rec

@@ -15,17 +15,17 @@ from typing import Final
 
 from gpu_health.clock import to_naive_utc
 from gpu_health.contract import MEMORY_XIDS, RECOVERY_ACTIONS
+from gpu_health.evaluator.model import CardSlot, PhysicalCard
 from gpu_health.evaluator.rules.actions import CardState
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.xid_samples import TABLE as XID_TABLE
 from gpu_health.evaluator.store.xid_samples import XID_EVENT, XID_PREV
 
 LOOKBACK: Final = timedelta(days=7)
-Card = tuple[str, int, "str | None"]
 
 
 def card_states(db: Database, *, now: datetime, source: str, xid_window: timedelta,
-                nodes: Sequence[str] | None = None) -> dict[Card, CardState]:
+                nodes: Sequence[str] | None = None) -> dict[PhysicalCard, CardState]:
     """Per card (node, index, UUID of its newest row) its :class:`CardState`."""
     params: dict[str, object] = {"source": source, "now": to_naive_utc(now),
                                  "since": to_naive_utc(now - LOOKBACK)}
@@ -57,7 +57,7 @@ def _action_name(value: int | None) -> str | None:
 
 
 def _recent_xids(db: Database, params: dict[str, object],
-                 where: str) -> dict[tuple[str, int], frozenset[int]]:
+                 where: str) -> dict[CardSlot, frozenset[int]]:
     rows = db.fetchall(
         f"""SELECT node_id, gpu_index, array_agg(DISTINCT xid)
         FROM (SELECT node_id, gpu_index, xid, sampled_at, count, {XID_PREV} AS prev

@@ -17,11 +17,11 @@ from typing import Any, Final
 
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
+from gpu_health.evaluator.model import FirstFault
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.sql import fill_statement
 
 _US: Final = timedelta(microseconds=1)
-Fault = tuple[str, int, str | None, datetime]  # node, index, UUID, first fault
 
 # Cards whose counters ever move (or show a fault or remap failure): the only ones any known
 # signal can fire for (see :mod:`gpu_health.evaluator.backtest.activity`); one cheap aggregate that
@@ -117,7 +117,7 @@ def active_ranges(db: Database, *, bucket: timedelta, strong: int, trend: int,
 
 
 def uncorrected_increase_points(db: Database, since: datetime,
-                                until: datetime) -> list[Fault]:
+                                until: datetime) -> list[FirstFault]:
     """Every (node, index, UUID, time) in ``[since, until]`` at which a card's known
     uncorrectable count rose above its previous known value in that span: a superset of the
     fault events backfill can find in windows whose t0 sample is in the span."""
@@ -176,7 +176,7 @@ _FAULTS: Final = """f AS (
            unnest($u::VARCHAR[]) AS gpu_uuid, unnest($at::TIMESTAMP[]) AS at)"""
 
 
-def _fault_params(faults: Sequence[Fault]) -> dict[str, Any]:
+def _fault_params(faults: Sequence[FirstFault]) -> dict[str, Any]:
     return {"n": [f[0] for f in faults], "i": [f[1] for f in faults],
             "u": [f[2] for f in faults], "at": [to_naive_utc(f[3]) for f in faults]}
 
@@ -190,7 +190,7 @@ _HELD: Final = """f JOIN gpu_health_predictions p
         GROUP BY f.node_id, f.gpu_index, f.gpu_uuid, f.at"""
 
 
-def lead_times(db: Database, version: str, faults: Sequence[Fault], *,
+def lead_times(db: Database, version: str, faults: Sequence[FirstFault], *,
                warned: bool = False) -> list[timedelta]:
     """For each fault (node, index, uuid, first fault), the time from the t0 of the version's
     prediction whose window ``(t0, window_end]`` holds it (``warned``: from the moment that
@@ -207,7 +207,7 @@ def lead_times(db: Database, version: str, faults: Sequence[Fault], *,
     return sorted(r[0] for r in rows)
 
 
-def credited_from_before(db: Database, version: str, faults: Sequence[Fault],
+def credited_from_before(db: Database, version: str, faults: Sequence[FirstFault],
                          since: datetime) -> int:
     """How many of ``faults`` a window of the version holds that opened (its prediction's t0)
     before ``since``: in a split, a window of the other part."""
@@ -221,7 +221,7 @@ def credited_from_before(db: Database, version: str, faults: Sequence[Fault],
     return int(row[0]) if row else 0
 
 
-def preceded_by_correctable(db: Database, faults: Sequence[Fault]) -> int:
+def preceded_by_correctable(db: Database, faults: Sequence[FirstFault]) -> int:
     """How many faults have, on the same card, a sample with a known correctable count above 0
     strictly before the fault: the most any correctable-ECC rule could ever predict."""
     if not faults:

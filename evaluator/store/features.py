@@ -41,6 +41,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.signals import (
@@ -60,7 +61,7 @@ def card_features(
     params: RuleParams,
     *,
     chunk: int = 48,
-    cards: Sequence[tuple[str, int]] | None = None,
+    cards: Sequence[CardSlot] | None = None,
 ) -> list[CardFeatures]:
     """Features of every evaluable card of ``source`` at each time in ``at`` (aware UTC),
     ordered by (at, node_id, gpu_index). ``chunk`` evaluation times go into one statement.
@@ -70,7 +71,7 @@ def card_features(
 
 
 def feature_rows(db: Database, at: Sequence[datetime], source: str, params: RuleParams, *,
-                 chunk: int = 48, cards: Sequence[tuple[str, int]] | None = None) -> list[Any]:
+                 chunk: int = 48, cards: Sequence[CardSlot] | None = None) -> list[Any]:
     """The rows :func:`card_features` builds its features from (naive UTC times; a replay
     that decides few of them converts only those, :func:`row_to_features`)."""
     times = sorted({to_naive_utc(t) for t in at})

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import COUNTER_KEYS
+from gpu_health.evaluator.model import FirstFault, PhysicalCard
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.rollup_sql import (
     CAND,
@@ -48,9 +49,6 @@ from gpu_health.evaluator.store.rollups import DAY, EPOCH, covered, day_floor, w
 from gpu_health.evaluator.store.sql import fill_statement
 from gpu_health.evaluator.store.xid_samples import TABLE as XID_TABLE
 from gpu_health.evaluator.store.xid_samples import XID_EVENT, XID_PREV
-
-Card = tuple[str, int, "str | None"]
-Event = tuple[str, int, "str | None", datetime]  # a card's first fault event in the period
 
 
 def node_filter(nodes: frozenset[str] | None, column: str = "node_id") -> str:
@@ -76,9 +74,9 @@ class SampleFacts:
     nodes: frozenset[str] | None
     fault_xids: tuple[int, ...]
     cards: tuple[tuple[Any, ...], ...]  # see :func:`period_cards`
-    events: tuple[Event, ...]  # first fault event per monitorable card, in time order
-    evidence: dict[Card, datetime]  # first evidence of the cards in ``evidence_of``
-    evidence_of: frozenset[Card]  # the period's cards and the caller's ``evidence_of``
+    events: tuple[FirstFault, ...]  # first fault event per monitorable card, in time order
+    evidence: dict[PhysicalCard, datetime]  # first evidence of the cards in ``evidence_of``
+    evidence_of: frozenset[PhysicalCard]  # the period's cards and the caller's ``evidence_of``
 
     @property
     def monitorable(self) -> list[tuple[Any, ...]]:
@@ -92,7 +90,7 @@ class SampleFacts:
 
 def sample_facts(db: Database, *, since: datetime, until: datetime, source: str,
                  nodes: frozenset[str] | None, fault_xids: tuple[int, ...],
-                 evidence_of: Iterable[Card] = ()) -> SampleFacts:
+                 evidence_of: Iterable[PhysicalCard] = ()) -> SampleFacts:
     """Cards, first fault events and first evidence of every card in the period (one pass over
     its segments), and the first evidence of the other cards of ``evidence_of`` (e.g. every
     card a prediction was made for)."""
@@ -110,7 +108,7 @@ def sample_facts(db: Database, *, since: datetime, until: datetime, source: str,
                        tuple(events), evidence, frozenset(period | others))
 
 
-def _card(row: Sequence[Any]) -> Card:
+def _card(row: Sequence[Any]) -> PhysicalCard:
     """A row's leading (node, index, UUID) as a card key."""
     return str(row[0]), int(row[1]), None if row[2] is None else str(row[2])
 
@@ -137,8 +135,8 @@ _CAND_X: Final = (" AND EXISTS (SELECT 1 FROM cand c WHERE c.node_id = x.node_id
                   " AND c.gpu_index = x.gpu_index AND c.gpu_uuid IS NOT DISTINCT FROM x.gpu_uuid)")
 
 
-def first_evidence(db: Database, params: dict[str, Any], cards: set[Card],
-                   fault_xids: tuple[int, ...]) -> dict[Card, datetime]:
+def first_evidence(db: Database, params: dict[str, Any], cards: set[PhysicalCard],
+                   fault_xids: tuple[int, ...]) -> dict[PhysicalCard, datetime]:
     """Per card, its earliest fault evidence up to ``$until`` (absent: none seen)."""
     if not cards:
         return {}

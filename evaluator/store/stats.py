@@ -28,11 +28,10 @@ from datetime import datetime
 from typing import Any
 
 from gpu_health.clock import from_naive_utc, to_naive_utc
+from gpu_health.evaluator.model import FirstFault, PhysicalCard
 from gpu_health.evaluator.rules.outcome import prediction_class
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.sample_facts import (
-    Card,
-    Event,
     SampleFacts,
     base_params,
     first_evidence,
@@ -127,12 +126,12 @@ def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
     )
 
 
-def _is_first(fault: Fault, evidence: dict[Card, datetime]) -> bool:
+def _is_first(fault: Fault, evidence: dict[PhysicalCard, datetime]) -> bool:
     seen = evidence.get((fault.node_id, fault.gpu_index, fault.gpu_uuid))
     return seen is None or seen >= fault.first_fault_at
 
 
-def _count(rows: Sequence[Any], evidence: dict[Card, datetime]) -> tuple[
+def _count(rows: Sequence[Any], evidence: dict[PhysicalCard, datetime]) -> tuple[
         dict[int, dict[str, int]], dict[int, dict[str, dict[str, int]]],
         dict[int, tuple[str, ...]]]:
     counts: dict[int, dict[str, int]] = {}
@@ -164,7 +163,7 @@ GROUP BY f.ord
 """
 
 
-def _predicted_by(db: Database, events: Sequence[Event], source: str,
+def _predicted_by(db: Database, events: Sequence[FirstFault], source: str,
                   rule_version: str | None) -> tuple[Fault, ...]:
     """The fault events with the window lengths of the predictions (of ``rule_version``, or
     of the active versions) whose window held them; in the events' order."""
