@@ -191,24 +191,23 @@ def extract_cards(samples: Iterable[RawSample]) -> CardExtraction:
     names: set[str] = set()
     parsed = value_memo()
     for name, labels, value in samples:
-        key = _KEY_BY_NAME.get(name)
+        key = _KEY_BY_NAME.get(name)  # a counter or detail: the common case, one lookup
         xid = None
-        if key is not None:
-            pass
-        elif name == XID_METRIC:
-            xid = whole_number(labels.get(XID_LABEL, ""), MAX_XID)
-            if xid is None:
-                ignored["no_xid_label" if XID_LABEL not in labels else "bad_xid_label"] += 1
+        if key is None:
+            if name == XID_METRIC:
+                xid = whole_number(labels.get(XID_LABEL, ""), MAX_XID)
+                if xid is None:
+                    ignored["no_xid_label" if XID_LABEL not in labels else "bad_xid_label"] += 1
+                    continue
+            elif name == BANK_METRIC:
+                key = _bank_key(labels, ignored)
+                if key is None:
+                    continue  # a bank-histogram sample without a known level
+            elif name == NODE_METRIC:
+                _node_name(labels, names, ignored)
                 continue
-        elif name == BANK_METRIC:
-            key = _bank_key(labels, ignored)
-            if key is None:
-                continue  # a bank-histogram sample without a known level
-        elif name == NODE_METRIC:
-            _node_name(labels, names, ignored)
-            continue
-        elif name != RECOVERY_METRIC and name != INFO_METRIC:
-            continue
+            elif name != RECOVERY_METRIC and name != INFO_METRIC:
+                continue
         card = _card(labels, builders, ignored, seen)
         if card is None:
             continue
