@@ -7,6 +7,7 @@ The store converts to naive UTC at its boundary because DuckDB ``TIMESTAMP`` is 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
@@ -37,14 +38,7 @@ def to_naive_utc_each(values: Iterable[datetime]) -> list[datetime]:
     """:func:`to_naive_utc` of each value, each distinct instant converted once: a batch of
     rows repeats a few instants (one per scrape), and converting 500,000 one by one cost
     0.6 CPU-s of a 100,000-card ingest cycle."""
-    naive: dict[datetime, datetime] = {}
-    result: list[datetime] = []
-    for value in values:
-        converted = naive.get(value)
-        if converted is None:
-            converted = naive[value] = to_naive_utc(value)
-        result.append(converted)
-    return result
+    return list(map(functools.cache(to_naive_utc), values))
 
 
 def from_naive_utc(value: datetime) -> datetime:

@@ -59,7 +59,7 @@ class ParseMemo:
         else:
             self.misses += 1
             try:
-                samples = parse_plain_lines(lines)  # the exporter's own shape: one regex pass
+                samples = parse_plain_lines(lines)  # the exporter's own shape, read by str methods
                 cards = extract_cards(samples if samples is not None
                                       else parse_samples(wanted, WANTED_METRICS))
             except ParseError:  # the line number is the answer's, not the wanted lines'

@@ -6,6 +6,7 @@ store's BIGINT column) is unknown (None) with the reason, never 0.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -52,13 +53,6 @@ def whole_number(text: str, limit: int) -> int | None:
 
 
 def value_memo() -> Values:
-    """counter_value remembered per text: an answer repeats a handful of values ("0.0")."""
-    memo: dict[str, Parsed] = {}
-
-    def parsed(text: str) -> Parsed:
-        result = memo.get(text)
-        if result is None:
-            result = memo[text] = counter_value(text)
-        return result
-
-    return parsed
+    """counter_value remembered per text, for one answer: it repeats a handful of values
+    ("0.0", "1.0")."""
+    return functools.cache(counter_value)

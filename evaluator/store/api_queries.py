@@ -9,6 +9,7 @@ All datetimes in and out are aware UTC; the naive-UTC conversion happens here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -196,7 +197,7 @@ def capabilities(
     # which keys were collected, and the cards share the dict of each of the 32 patterns
     # (read only). A node's cards share their scrape times: each instant is converted once.
     patterns: dict[tuple[bool, ...], dict[str, bool]] = {}
-    instants: dict[datetime, datetime] = {}
+    aware = functools.cache(from_naive_utc)
     n = len(COUNTER_KEYS)
     result = []
     for row in rows:
@@ -206,16 +207,9 @@ def capabilities(
             collectable = patterns[flags] = dict(zip(COUNTER_KEYS, flags, strict=True))
         first, last, count, xid = row[3 + n:]
         result.append(CardCapability(
-            row[0], row[1], row[2], collectable, _instant(first, instants),
-            _instant(last, instants), int(count), bool(xid)))
+            row[0], row[1], row[2], collectable, aware(first), aware(last), int(count),
+            bool(xid)))
     return tuple(result)
-
-
-def _instant(naive: datetime, seen: dict[datetime, datetime]) -> datetime:
-    aware = seen.get(naive)
-    if aware is None:
-        aware = seen[naive] = from_naive_utc(naive)
-    return aware
 
 
 @dataclass(frozen=True, slots=True)
