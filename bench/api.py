@@ -34,9 +34,9 @@ from gpu_health.evaluator.http.api.routes import add_api_routes
 from gpu_health.evaluator.http.errors import RequestMetrics
 from gpu_health.evaluator.model import CardKey
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store import api_queries as q
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.rollups import seal
+from gpu_health.evaluator.store.readings.rollups import seal
+from gpu_health.evaluator.store.statistics import api_queries as q
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 _DAY = """

@@ -35,7 +35,7 @@ from gpu_health.evaluator.backtest.history import write_histories
 from gpu_health.evaluator.backtest.report import build_report, render_text
 from gpu_health.evaluator.backtest.rulesets import variants
 from gpu_health.evaluator.main import main as evaluator_main
-from gpu_health.evaluator.store.backtest import open_backtest, start_run
+from gpu_health.evaluator.store.history.backtest import open_backtest, start_run
 from tests.evaluator.calibrate_support import fleet_histories
 from tests.shared import REPO, SHARED
 

@@ -37,7 +37,7 @@ from typing import Any
 from gpu_health.evaluator.backtest.backtest_run import replay_all
 from gpu_health.evaluator.config.rules import load_ruleset
 from gpu_health.evaluator.main import main as evaluator_main
-from gpu_health.evaluator.store.backtest import open_backtest
+from gpu_health.evaluator.store.history.backtest import open_backtest
 from tests.evaluator.calibrate_support import START, precursor_fleet, write_fleet
 from tests.shared import REPO, SHARED
 

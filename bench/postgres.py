@@ -46,7 +46,7 @@ from gpu_health.evaluator.stats.document import prediction_stats
 from gpu_health.evaluator.store import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
-from gpu_health.evaluator.store.rollups import GRACE, day_floor, seal
+from gpu_health.evaluator.store.readings.rollups import GRACE, day_floor, seal
 from gpu_health.evaluator.worker import Worker
 from tests.postgres import postgres_server
 

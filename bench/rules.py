@@ -36,8 +36,8 @@ from gpu_health.evaluator.config.rules import load_ruleset
 from gpu_health.evaluator.stats.document import prediction_stats
 from gpu_health.evaluator.store import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.rollups import seal
-from gpu_health.evaluator.store.window_edges import refresh_edges
+from gpu_health.evaluator.store.predictions.window_edges import refresh_edges
+from gpu_health.evaluator.store.readings.rollups import seal
 from gpu_health.evaluator.worker import Worker
 
 STEP_S = 300

@@ -39,10 +39,10 @@ from bench.rules import END, generate, plant_predictions, summarise
 from gpu_health.evaluator.config.rules import load_ruleset
 from gpu_health.evaluator.config.values import parse_size
 from gpu_health.evaluator.stats.document import prediction_stats
-from gpu_health.evaluator.store.api_queries import capabilities
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.rollups import seal
-from gpu_health.evaluator.store.window_edges import refresh_edges
+from gpu_health.evaluator.store.predictions.window_edges import refresh_edges
+from gpu_health.evaluator.store.readings.rollups import seal
+from gpu_health.evaluator.store.statistics.api_queries import capabilities
 from gpu_health.evaluator.worker import Worker
 
 NOW = END - timedelta(minutes=1)

@@ -32,7 +32,8 @@ RESOLVED: Final[tuple[ResolvedStatus, ...]] = ("hit", "miss", "voided")
 CardSlot = tuple[str, int]  # (node_id, gpu_index)
 PhysicalCard = tuple[str, int, "str | None"]  # (node_id, gpu_index, gpu_uuid): a swap is another
 # A physical card's first fault event in a period, as the store reads it (the statistics'
-# ``store.stats.Fault`` adds what predicted it): (node_id, gpu_index, gpu_uuid, at).
+# ``store.statistics.stats_queries.Fault`` adds what predicted it): (node_id, gpu_index, gpu_uuid,
+# at).
 FirstFault = tuple[str, int, "str | None", datetime]
 
 

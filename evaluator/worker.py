@@ -12,8 +12,8 @@ does not look at versions), never alerted, never in the default statistics. That
 calibrated version proves itself on live data before an operator makes it active.
 
 Overlapping instances are safe: prediction ids are deterministic and outcomes are
-compare-and-set (:mod:`gpu_health.evaluator.store.predictions`); with several evaluators only the
-leader runs the worker.
+compare-and-set (:mod:`gpu_health.evaluator.store.predictions.records`); with several evaluators
+only the leader runs the worker.
 
 ``tick`` is synchronous (it runs on a database thread). There is no loop here: the composition
 root hands ``tick`` to the process host (``gpu_health.evaluator.app``), whose one catch-all per loop
@@ -36,13 +36,21 @@ from gpu_health.contract import SOURCES
 from gpu_health.evaluator.rules.outcome import classify
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.rules.signals import decide
-from gpu_health.evaluator.store.backfill import observe_pending
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.features import feature_rows, row_could_fire, row_to_features
-from gpu_health.evaluator.store.hourly import with_hourly
-from gpu_health.evaluator.store.predictions import NewPrediction, insert_predictions, resolve
-from gpu_health.evaluator.store.rollups import seal
-from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.store.predictions.backfill import observe_pending
+from gpu_health.evaluator.store.predictions.features import (
+    feature_rows,
+    row_could_fire,
+    row_to_features,
+)
+from gpu_health.evaluator.store.predictions.records import (
+    NewPrediction,
+    insert_predictions,
+    resolve,
+)
+from gpu_health.evaluator.store.predictions.rule_versions import register_ruleset
+from gpu_health.evaluator.store.readings.hourly import with_hourly
+from gpu_health.evaluator.store.readings.rollups import seal
 
 log = logging.getLogger(__name__)
 

@@ -126,10 +126,10 @@ def _compares_with(tree: ast.AST, attribute: str) -> list[int]:
 
 def test_a_rule_s_growth_gate_is_written_once_in_rules() -> None:
     """Before: the worker's and the backtest's quick test over raw feature rows
-    (store/features.py), the backtest's walk and the hourly-values gate each compared the last
-    window's increase with ``min_increase`` themselves, beside ``rules.signals.could_fire``.
-    Now they ask ``rules.signals`` (``could_fire_with``, ``reaches_min_increase``): outside
-    evaluator/rules/ nothing compares with a rule's threshold."""
+    (store/predictions/features.py), the backtest's walk and the hourly-values gate each compared
+    the last window's increase with ``min_increase`` themselves, beside
+    ``rules.signals.could_fire``. Now they ask ``rules.signals`` (``could_fire_with``,
+    ``reaches_min_increase``): outside evaluator/rules/ nothing compares with a rule's threshold."""
     found = {f"{relative(p)}:{line}" for p in sources() if not relative(p).startswith(
         "evaluator/rules/") for line in _compares_with(ast.parse(p.read_text("utf-8")),
                                                         "min_increase")}
@@ -167,6 +167,23 @@ def test_every_base_module_is_kept_from_importing_the_programs() -> None:
                if p.stem != "__init__"}
     assert set(base["source_modules"]) == modules
 
+
+
+def _layers_of(container: str) -> set[str]:
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = next(c["layers"] for c in contracts["contracts"]
+                  if c.get("containers") == [container])
+    return {name.strip() for layer in layers for name in layer.split("|")}
+
+
+def test_the_store_s_layers_name_every_folder_and_core_module() -> None:
+    """The store is stage folders (readings, predictions, statistics, operations, history) over
+    an engine-neutral core (db, sql, the migrations, the engines): its layers contract names each
+    of them, so a new folder or core module joins the order instead of escaping it."""
+    store = REPO / "evaluator" / "store"
+    parts = {p.stem for p in store.glob("*.py") if p.stem != "__init__"}
+    parts |= {p.name for p in store.iterdir() if (p / "__init__.py").is_file()}
+    assert _layers_of("gpu_health.evaluator.store") == parts
 
 # File names that said several things at once (the model, the metrics, the pipeline, the loop
 # and the params of several folders): each may name one module of the package at most.

@@ -29,7 +29,8 @@ from gpu_health.evaluator.alerts.pusher import Pusher, PushReport
 from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.outbound import ClientOptions, client_session
 from gpu_health.evaluator.rules.actions import CardActions, Recommendation
-from gpu_health.evaluator.store.alerts import (
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.operations.alerts import (
     SYSTEM_ACTOR,
     AlertView,
     close_removed_nodes,
@@ -38,7 +39,6 @@ from gpu_health.evaluator.store.alerts import (
     open_alerts,
     open_new_alerts,
 )
-from gpu_health.evaluator.store.db import Database
 
 if TYPE_CHECKING:
     from datetime import datetime

@@ -22,7 +22,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from gpu_health.clock import rfc3339
-from gpu_health.evaluator.store.alerts import AlertView
+from gpu_health.evaluator.store.operations.alerts import AlertView
 
 ALERTNAME: Final = "GPU_FAULT_PREDICTED"
 SEVERITY: Final = "warning"

@@ -25,7 +25,7 @@ import aiohttp
 
 from gpu_health.evaluator.alerts import payload
 from gpu_health.evaluator.alerts.alert_metrics import AlertMetrics
-from gpu_health.evaluator.store.alerts import AlertView
+from gpu_health.evaluator.store.operations.alerts import AlertView
 
 log = logging.getLogger(__name__)
 

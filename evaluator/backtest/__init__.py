@@ -16,7 +16,8 @@ inside its own DuckDB file (never the live store):
 - ``report``, ``plot``: per version the live statistics plus base rates, as JSON, text and PNG;
   ``inputs``: where the history came from and what its rows assume;
 - ``store``: the backtest file (refusing the live database); its SQL is in
-  :mod:`gpu_health.evaluator.store.backtest` and :mod:`gpu_health.evaluator.store.backtest_queries`;
+  :mod:`gpu_health.evaluator.store.history.backtest` and
+  :mod:`gpu_health.evaluator.store.history.backtest_queries`;
 - ``pipeline``: the whole run; ``cli``: the subcommand's arguments.
 
 See docs/backtest.md.

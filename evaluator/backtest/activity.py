@@ -64,7 +64,7 @@ class BucketWindows:
     """Bucket width (``max_age``) and, for a tick in bucket k, how many buckets back hold each
     span of the module docstring: ``strong``, ``trend``, and ``base`` (from, to; widened by one
     bucket at its newer end, see
-    :func:`gpu_health.evaluator.store.backtest_queries.active_ranges`)."""
+    :func:`gpu_health.evaluator.store.history.backtest_queries.active_ranges`)."""
 
     bucket: timedelta
     strong: int

@@ -34,7 +34,8 @@ from gpu_health.evaluator.backtest.report import build_report, render_text
 from gpu_health.evaluator.backtest.rulesets import Variant, baseline_variants, variants
 from gpu_health.evaluator.config.rules import RULES_DIR, baseline_files
 from gpu_health.evaluator.rules.ruleset import RuleSet
-from gpu_health.evaluator.store.backtest import (
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.history.backtest import (
     BACKTEST_FEATURE_TICKS,
     finish_run,
     imported_assumptions,
@@ -42,9 +43,8 @@ from gpu_health.evaluator.store.backtest import (
     open_backtest,
     start_run,
 )
-from gpu_health.evaluator.store.backtest_import import sample_span
-from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.store.history.backtest_import import sample_span
+from gpu_health.evaluator.store.predictions.rule_versions import register_ruleset
 from gpu_health.files import write_file
 
 log = logging.getLogger(__name__)

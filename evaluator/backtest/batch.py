@@ -51,17 +51,17 @@ from gpu_health.evaluator.rules.outcome import Outcome, WindowObservation, class
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.rules.signals import SIGNALS, could_fire_with, decide
-from gpu_health.evaluator.store.backfill import observe_pending
-from gpu_health.evaluator.store.backtest_queries import window_ends
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.predictions import (
+from gpu_health.evaluator.store.history.backtest_queries import window_ends
+from gpu_health.evaluator.store.predictions.backfill import observe_pending
+from gpu_health.evaluator.store.predictions.records import (
     NewPrediction,
     insert_rows,
     pending_of,
     prediction_id,
     resolve_each,
 )
-from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.store.predictions.rule_versions import register_ruleset
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ and nothing is sealed. Alerts: a replayed prediction whose window already ended 
 alerted (the alert loop opens alerts only for windows still open); one still open alerts as
 any live prediction. A failed import is undone (its rows deleted: the store held none) and
 retried after ``retry``; an import the process did not live to finish (a marker in the store,
-:mod:`gpu_health.evaluator.store.history_import`) is undone and redone at the next start. The live
-source starts only when the history is in, so the two never interleave.
+:mod:`gpu_health.evaluator.store.history.import_marker`) is undone and redone at the next start. The
+live source starts only when the history is in, so the two never interleave.
 
 What the import does not bring: node records of nodes gone before the first live cycle (their
 data is visible to an all-tenants caller only).
@@ -46,9 +46,9 @@ from gpu_health.evaluator.ingest.prometheus.source import (
 )
 from gpu_health.evaluator.ingest.prometheus.window import floored
 from gpu_health.evaluator.rules.ruleset import RuleSet
-from gpu_health.evaluator.store import history_import
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.samples import newest_sample_at
+from gpu_health.evaluator.store.history import import_marker
+from gpu_health.evaluator.store.readings.samples import newest_sample_at
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +80,9 @@ class HistoryBootstrap:
         an earlier import did not finish (its rows are removed first)."""
         if not self.config.history:
             return
-        unfinished = await self.db.run(history_import.interrupted, self.db)
+        unfinished = await self.db.run(import_marker.interrupted, self.db)
         if unfinished is not None:
-            removed = await self.db.run(history_import.undo, self.db)
+            removed = await self.db.run(import_marker.undo, self.db)
             log.warning("ingest.prometheus.history: the import begun %s (%s to %s) did not "
                         "finish; its %d sample rows are removed and the history is imported "
                         "again", unfinished.started_at.isoformat(),
@@ -108,7 +108,7 @@ class HistoryBootstrap:
                 log.error("history import failed (%s): %s; undone, retrying in %s", reason,
                           exc, format_duration(self.retry),
                           exc_info=not isinstance(exc, GpuHealthError))
-                await self.db.run(history_import.undo, self.db)
+                await self.db.run(import_marker.undo, self.db)
                 await asyncio.sleep(self.retry.total_seconds())
 
     async def _attempt(self) -> None:
@@ -140,7 +140,7 @@ class HistoryBootstrap:
                  until.isoformat(), c.url)
         # Before the first row: a process stopped from here on leaves the marker open, and the
         # next start redoes the import instead of taking its half for history.
-        await self.db.run(history_import.begin, self.db, self.clock(), since, until)
+        await self.db.run(import_marker.begin, self.db, self.clock(), since, until)
         with bar:
             stats = await import_prometheus(self.db, source, self.keepalive, progress)
         self.live.status.waiting_for = (f"replaying {self.ruleset.version} over the imported "
@@ -155,7 +155,7 @@ class HistoryBootstrap:
             done = await self.db.run(partial(replay, shadow=True), self.db, shadow, since, until)
             log.info("history: shadow version %s: %d predictions replayed (%s)",
                      shadow.version, done.predictions, done.resolved)
-        await self.db.run(history_import.finish, self.db, self.clock())
+        await self.db.run(import_marker.finish, self.db, self.clock())
         self.live.resume_at(until)
         self.live.status.waiting_for = None
         self.running = False

@@ -152,7 +152,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Bac
     """Validate the arguments; ConfigError lists every problem."""
     from gpu_health.evaluator.backtest.backtest_run import BacktestOptions
     from gpu_health.evaluator.backtest.rulesets import parse_sweeps
-    from gpu_health.evaluator.store.backtest import default_path
+    from gpu_health.evaluator.store.history.backtest import default_path
 
     c = Checker()
     inputs = input_options(c, args, config, now)

@@ -30,7 +30,8 @@ from gpu_health.evaluator.backtest.card_history import (
 )
 from gpu_health.evaluator.backtest.events import CardName, Event, EventFile
 from gpu_health.evaluator.backtest.history import expand_staged, segments
-from gpu_health.evaluator.store.backtest_import import (
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.history.backtest_import import (
     append_segments,
     create_event_stage,
     create_segments,
@@ -38,7 +39,6 @@ from gpu_health.evaluator.store.backtest_import import (
     event_slots,
     stage_events,
 )
-from gpu_health.evaluator.store.db import Database
 
 CHUNK: Final = 100_000  # events per staging statement, and per read-back of counts
 _US: Final = timedelta(microseconds=1)

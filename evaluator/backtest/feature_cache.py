@@ -12,7 +12,7 @@ compares with ``min_increase``); features are built only for the rows a version 
 
 When a version of the group caps its growth windows' busiest hours (``cap_busiest_hours``), the
 rows whose last-window increase reaches the smallest ``min_increase`` of those versions also get
-their hourly correctable values (:mod:`gpu_health.evaluator.store.hourly`, over the group's
+their hourly correctable values (:mod:`gpu_health.evaluator.store.readings.hourly`, over the group's
 widest span), one more statement per chunk.
 """
 
@@ -30,8 +30,12 @@ from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.features import feature_rows, row_quick_test, row_to_features
-from gpu_health.evaluator.store.hourly import hourly_values, hours_needed
+from gpu_health.evaluator.store.predictions.features import (
+    feature_rows,
+    row_quick_test,
+    row_to_features,
+)
+from gpu_health.evaluator.store.readings.hourly import hourly_values, hours_needed
 
 
 @dataclass(slots=True)
@@ -57,7 +61,7 @@ class CachedFeatures:
 
 def entry(row: Any, k: int) -> CachedFeatures:
     """The quick test's inputs, read off a :func:`feature_rows` row
-    (:func:`gpu_health.evaluator.store.features.row_quick_test`)."""
+    (:func:`gpu_health.evaluator.store.predictions.features.row_quick_test`)."""
     always, increase = row_quick_test(row, k)
     return CachedFeatures((str(row[1]), int(row[2])), from_naive_utc(row[4]), always, increase, row)
 

@@ -5,11 +5,12 @@ calls):
 
 - :class:`ReadingWriter` (Prometheus import): every reading of a card goes through ``decide``
   against the card's last written row, exactly as in a scrape cycle; gaps stay gaps (no reading,
-  no row). Rows are flushed in bulk (:func:`gpu_health.evaluator.store.samples.insert_samples`). Fed
-  only the change points of a history (:mod:`gpu_health.evaluator.ingest.prometheus.changes`), it
-  keeps each card's current reading and :meth:`ReadingWriter.hold` feeds the readings in between
-  that ``decide`` would write: while nothing changes, the first grid step at least ``keepalive``
-  after the last written row, i.e. every ``P`` (below) after it.
+  no row). Rows are flushed in bulk
+  (:func:`gpu_health.evaluator.store.readings.samples.insert_samples`). Fed only the change points
+  of a history (:mod:`gpu_health.evaluator.ingest.prometheus.changes`), it keeps each card's current
+  reading and :meth:`ReadingWriter.hold` feeds the readings in between that ``decide`` would write:
+  while nothing changes, the first grid step at least ``keepalive`` after the last written row, i.e.
+  every ``P`` (below) after it.
 - :func:`keepalive_rows` / :func:`write_histories` / :func:`expand_staged` (events import,
   synthetic benchmark): a :class:`~gpu_health.evaluator.backtest.card_history.CardHistory` is
   observed on a regular ``step`` grid with no gaps, so ``decide`` has a closed form, expanded
@@ -29,14 +30,14 @@ from datetime import datetime, timedelta
 from gpu_health.evaluator.backtest.card_history import CardHistory
 from gpu_health.evaluator.ingest.write_rule import decide, xid_decision
 from gpu_health.evaluator.model import CardKey, Counters, Sample, XidKey, XidSample
-from gpu_health.evaluator.store.backtest_import import (
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.history.backtest_import import (
     append_segments,
     create_segments,
     expand_segments,
 )
-from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.samples import insert_runs, insert_samples
-from gpu_health.evaluator.store.xid_samples import insert_xid_samples
+from gpu_health.evaluator.store.readings.samples import insert_runs, insert_samples
+from gpu_health.evaluator.store.readings.xid_samples import insert_xid_samples
 
 BATCH_ROWS = 50_000
 BATCH_RUNS = 50_000  # keep-alive runs per statement (each expands to many rows)

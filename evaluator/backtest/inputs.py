@@ -15,8 +15,8 @@ from gpu_health.contract import COUNTER_KEYS
 from gpu_health.evaluator.backtest.events import EventColumns, EventFile
 from gpu_health.evaluator.backtest.events_import import EventsWritten
 from gpu_health.evaluator.backtest.prometheus import PrometheusImport, PrometheusRange
-from gpu_health.evaluator.store.backtest_import import sample_span
 from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.history.backtest_import import sample_span
 
 NO_XID = ("no XID history is imported: only uncorrectable-ECC increases are fault events, "
           "whatever a rule set's fault_xids say")

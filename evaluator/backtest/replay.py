@@ -48,18 +48,18 @@ from gpu_health.evaluator.rules.outcome import classify
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.rules.signals import SIGNALS, decide
-from gpu_health.evaluator.store.backfill import observe_pending
-from gpu_health.evaluator.store.backtest import table_rows
-from gpu_health.evaluator.store.backtest_queries import (
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.history.backtest import table_rows
+from gpu_health.evaluator.store.history.backtest_queries import (
     active_ranges,
     existing_predictions,
     uncorrected_increase_points,
 )
-from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.features import card_features
-from gpu_health.evaluator.store.hourly import with_hourly
-from gpu_health.evaluator.store.predictions import insert_predictions, resolve
-from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.store.predictions.backfill import observe_pending
+from gpu_health.evaluator.store.predictions.features import card_features
+from gpu_health.evaluator.store.predictions.records import insert_predictions, resolve
+from gpu_health.evaluator.store.predictions.rule_versions import register_ruleset
+from gpu_health.evaluator.store.readings.hourly import with_hourly
 
 log = logging.getLogger(__name__)
 

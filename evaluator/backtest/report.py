@@ -2,7 +2,7 @@
 
 Every precision, recall and F1 comes from the code behind the live ``prediction-stats`` API
 (:func:`gpu_health.evaluator.stats.document.prediction_stats` is
-:func:`~gpu_health.evaluator.store.stats.raw_stats` then
+:func:`~gpu_health.evaluator.store.statistics.stats_queries.raw_stats` then
 :func:`~gpu_health.evaluator.stats.document.stats_document`; the report calls the two itself to keep
 the faults), with its null rules (null below ``stats_min_matured`` matured predictions or
 ``stats_min_observed_days`` observed days; recall null without a fault). Each version is
@@ -47,14 +47,14 @@ from gpu_health.evaluator.backtest.compare import Costs, Point, compare, gpu_hou
 from gpu_health.evaluator.backtest.replay import ReplaySummary
 from gpu_health.evaluator.backtest.rulesets import Variant
 from gpu_health.evaluator.stats.document import DISCLAIMER, stats_document
-from gpu_health.evaluator.store.backtest_queries import (
+from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.history.backtest_queries import (
     card_count,
     counts_by,
     lead_times,
     preceded_by_correctable,
 )
-from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.stats import Fault, raw_stats
+from gpu_health.evaluator.store.statistics.stats_queries import Fault, raw_stats
 
 PAPER = {
     "source": "Wu et al., \"Removing Obstacles before Breaking Through the Memory Wall: A Close "

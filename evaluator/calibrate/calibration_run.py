@@ -41,8 +41,8 @@ from gpu_health.evaluator.calibrate.space import Space, candidates
 from gpu_health.evaluator.calibrate.split import Split, split_period
 from gpu_health.evaluator.config.rules import baseline_files, load_ruleset
 from gpu_health.evaluator.rules.ruleset import RuleSet
-from gpu_health.evaluator.store.backtest import BACKTEST_FEATURE_TICKS, finish_run
 from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.history.backtest import BACKTEST_FEATURE_TICKS, finish_run
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Cal
     from gpu_health.evaluator.calibrate.calibration_run import CalibrateOptions
     from gpu_health.evaluator.calibrate.choose import Objective
     from gpu_health.evaluator.calibrate.space import Space, parse_space
-    from gpu_health.evaluator.store.backtest import default_path
+    from gpu_health.evaluator.store.history.backtest import default_path
 
     c = Checker()
     inputs = input_options(c, args, config, now)

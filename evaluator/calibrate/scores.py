@@ -22,10 +22,10 @@ from gpu_health.evaluator.backtest.report import caught, class_savings, days_sum
 from gpu_health.evaluator.calibrate.split import Part
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.stats.document import stats_document
-from gpu_health.evaluator.store.backtest_queries import credited_from_before, lead_times
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.sample_facts import SampleFacts, sample_facts
-from gpu_health.evaluator.store.stats import raw_stats
+from gpu_health.evaluator.store.history.backtest_queries import credited_from_before, lead_times
+from gpu_health.evaluator.store.statistics.sample_facts import SampleFacts, sample_facts
+from gpu_health.evaluator.store.statistics.stats_queries import raw_stats
 
 FIELDS: Final = ("predictions", "matured", "precision", "precision_ci95", "recall",
                  "recall_ci95", "faulty_cards", "predicted_faulty_cards", "sufficient", "note")
@@ -33,7 +33,8 @@ FIELDS: Final = ("predictions", "matured", "precision", "precision_ci95", "recal
 
 class PartFacts:
     """The sample-derived statistics of each part and fault definition, read once for every
-    version measured on it (:func:`gpu_health.evaluator.store.sample_facts.sample_facts`)."""
+    version measured on it
+    (:func:`gpu_health.evaluator.store.statistics.sample_facts.sample_facts`)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db

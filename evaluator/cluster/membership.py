@@ -21,9 +21,9 @@ from typing import Final, TypeVar
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from gpu_health.errors import StoreError
-from gpu_health.evaluator.store import cluster as store
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.postgres import FENCE
+from gpu_health.evaluator.store.operations import cluster as store
 
 log = logging.getLogger(__name__)
 

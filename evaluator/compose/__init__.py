@@ -61,11 +61,11 @@ from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.rules.actions import ActionPolicy, CardActions
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.stats.state_collector import DEFAULT_REFRESH_SECONDS, PredictionState
-from gpu_health.evaluator.store.backtest import refuse_backtest_file
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
-from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.store.history.backtest import refuse_backtest_file
+from gpu_health.evaluator.store.predictions.rule_versions import register_ruleset
 from gpu_health.evaluator.worker import Worker, WorkerMetrics
 from gpu_health.webguard import WebGuard
 

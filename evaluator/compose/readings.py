@@ -28,8 +28,8 @@ from gpu_health.evaluator.ingest.scrape import Scraper
 from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.selfmetrics import SelfMetrics
-from gpu_health.evaluator.store.api_queries import visible_nodes
 from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.statistics.api_queries import visible_nodes
 
 log = logging.getLogger(__name__)
 

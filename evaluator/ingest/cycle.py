@@ -5,7 +5,7 @@ Per cycle the store sees at most:
   only rows young enough to matter to the write rule);
 - one SELECT for every XID series (card, XID code) the XID cache missed (``latest_xid_rows``);
 - one write (one INSERT of all sample rows, one INSERT of all XID rows, plus the node upsert, in
-  one transaction when there is more than one statement: see ``store/cycles.py``).
+  one transaction when there is more than one statement: see ``store/readings/cycles.py``).
 With unchanged counters and a warm cache that is zero statements.
 
 XID counts are written for every card that exports them, also when its five counters are all
@@ -33,11 +33,11 @@ from gpu_health.evaluator.ingest.scrape import ScrapeResult
 from gpu_health.evaluator.ingest.write_rule import Reason, decide, xid_decision
 from gpu_health.evaluator.model import CardKey, Sample, XidKey, XidSample
 from gpu_health.evaluator.selfmetrics import SelfMetrics
-from gpu_health.evaluator.store.cycles import write_cycle
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.maintenance import NodeRecord
-from gpu_health.evaluator.store.samples import latest_rows
-from gpu_health.evaluator.store.xid_samples import latest_xid_rows
+from gpu_health.evaluator.store.readings.cycles import write_cycle
+from gpu_health.evaluator.store.readings.maintenance import NodeRecord
+from gpu_health.evaluator.store.readings.samples import latest_rows
+from gpu_health.evaluator.store.readings.xid_samples import latest_xid_rows
 
 log = logging.getLogger(__name__)
 

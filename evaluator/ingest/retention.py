@@ -19,7 +19,7 @@ from typing import Any, Final
 from gpu_health.clock import Clock
 from gpu_health.evaluator.selfmetrics import SelfMetrics
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.maintenance import Deleted, delete_samples_before_async
+from gpu_health.evaluator.store.readings.maintenance import Deleted, delete_samples_before_async
 
 log = logging.getLogger(__name__)
 

@@ -38,9 +38,9 @@ from gpu_health.evaluator.remediation.policy import (
 )
 from gpu_health.evaluator.remediation.slurm import Slurm
 from gpu_health.evaluator.rules.actions import CardActions
-from gpu_health.evaluator.store.alerts import open_alerts
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.remediation import (
+from gpu_health.evaluator.store.operations.alerts import open_alerts
+from gpu_health.evaluator.store.operations.remediation import (
     AuditEntry,
     confirm_leadership,
     last_by_slurm_node,

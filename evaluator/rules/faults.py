@@ -6,7 +6,7 @@ is judged by the definition of the version that made it:
 - ``ecc_uncorrected`` (every version): an increase of the uncorrectable ECC count of the card;
 - ``xid:<n>`` for each code in ``fault_xids`` (empty, i.e. ECC-only, unless the rule file lists
   codes; ``v2-ecc-xid`` lists all of :data:`MEMORY_XIDS`): an increase of the card's count of
-  kernel-log Xid lines with that code (see ``evaluator/store/xid_samples.py`` for the exact
+  kernel-log Xid lines with that code (see ``evaluator/store/readings/xid_samples.py`` for the exact
   increase rule across exporter restarts).
 
 Only memory-related XIDs may be fault events. Others are refused when a rule set is loaded:

@@ -28,8 +28,8 @@ from gpu_health.evaluator.simulate.options import SimulateOptions
 from gpu_health.evaluator.simulate.profiles import change_only, readings, steps_between
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.maintenance import purge_simulated, simulated_nodes_present
-from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.readings.maintenance import purge_simulated, simulated_nodes_present
+from gpu_health.evaluator.store.readings.samples import insert_samples
 
 log = logging.getLogger(__name__)
 

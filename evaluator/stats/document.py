@@ -35,8 +35,8 @@ from gpu_health.evaluator.model import STATUSES
 from gpu_health.evaluator.rules.faults import fault_events
 from gpu_health.evaluator.stats.intervals import ci95
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.rollups import day_floor
-from gpu_health.evaluator.store.stats import Fault, RawStats, raw_stats
+from gpu_health.evaluator.store.readings.rollups import day_floor
+from gpu_health.evaluator.store.statistics.stats_queries import Fault, RawStats, raw_stats
 
 if TYPE_CHECKING:
     from gpu_health.evaluator.rules.ruleset import RuleSet

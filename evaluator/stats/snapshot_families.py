@@ -19,8 +19,8 @@ from gpu_health.evaluator.model import CardSlot
 
 if TYPE_CHECKING:
     from gpu_health.evaluator.rules.actions import Recommendation
-    from gpu_health.evaluator.store.api_queries import CardCapability
-    from gpu_health.evaluator.store.prediction_state import OpenPrediction
+    from gpu_health.evaluator.store.predictions.prediction_state import OpenPrediction
+    from gpu_health.evaluator.store.statistics.api_queries import CardCapability
 
 DAY_SECONDS: Final = 86400.0
 P: Final = "gpu_health_"

@@ -25,10 +25,10 @@ from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.rules.actions import ActionPolicy, Recommendation, recommend
 from gpu_health.evaluator.stats.document import prediction_stats
 from gpu_health.evaluator.stats.snapshot_families import Snapshot, families
-from gpu_health.evaluator.store.actions import card_states
-from gpu_health.evaluator.store.api_queries import capabilities
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.prediction_state import open_predictions
+from gpu_health.evaluator.store.predictions.actions import card_states
+from gpu_health.evaluator.store.predictions.prediction_state import open_predictions
+from gpu_health.evaluator.store.statistics.api_queries import capabilities
 
 if TYPE_CHECKING:
     from gpu_health.evaluator.rules.ruleset import RuleSet

@@ -64,10 +64,10 @@ class Database(ABC):
     # its table in ``memo``. True: other evaluators write too, so such values are read again in
     # the transaction that relies on them.
     shared: ClassVar[bool]
-    # How far the rollup watermark moves at a time (gpu_health.evaluator.store.rollups).
+    # How far the rollup watermark moves at a time (gpu_health.evaluator.store.readings.rollups).
     seal_every: timedelta
     # Statements the rules' feature extraction is split into, each on its own connection
-    # (gpu_health.evaluator.store.features).
+    # (gpu_health.evaluator.store.predictions.features).
     feature_shards: int
 
     def __init__(self, path: str, threads: int) -> None:

@@ -1,5 +1,5 @@
-"""SQL of the per-card daily rollups (see :mod:`gpu_health.evaluator.store.rollups` for when they
-are used).
+"""SQL of the per-card daily rollups (see :mod:`gpu_health.evaluator.store.readings.rollups` for
+when they are used).
 
 A *segment* summarises the rows of one series (source, node, index, UUID) over one stretch of
 time that no other segment of the series overlaps: a sealed day (``gpu_health_sample_days``), the

@@ -28,7 +28,7 @@ import yaml
 from gpu_health.evaluator.http.api.auth import hash_token
 from gpu_health.evaluator.model import CardKey, Counters, Sample
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.readings.samples import insert_samples
 from tests.e2e.stack import Procs, Webhook, free_port, http, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

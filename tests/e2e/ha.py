@@ -25,7 +25,7 @@ from aiohttp import web
 
 from gpu_health.evaluator.model import CardKey, Counters, Sample
 from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
-from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.readings.samples import insert_samples
 from tests.e2e.chain import CORRECTED_END, REPO, binary, console_script, seeded_corrected
 from tests.e2e.stack import Procs, ThreadedServer, free_port, http, wait_for
 from tests.evaluator.ingest_support import Card, a100, render

@@ -27,7 +27,7 @@ from gpu_health.evaluator.http.errors import RequestMetrics
 from gpu_health.evaluator.model import CardKey, Counters, Sample
 from gpu_health.evaluator.store import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.readings.samples import insert_samples
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 RULE_VERSION = "v1-ecc-growth"

@@ -30,8 +30,8 @@ from pathlib import Path
 from gpu_health.evaluator.backtest.card_history import CardHistory, history
 from gpu_health.evaluator.backtest.events import Kind
 from gpu_health.evaluator.backtest.history import write_histories
-from gpu_health.evaluator.store.backtest import open_backtest, start_run
 from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.history.backtest import open_backtest, start_run
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 Events = list[tuple[float, Kind]]

@@ -21,7 +21,7 @@ from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.store import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.readings.samples import insert_samples
 
 Curve = Callable[[float], int | None]
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -19,7 +19,7 @@ import pytest
 
 from gpu_health.evaluator.model import CardKey, Counters, Sample
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.readings.samples import insert_samples
 from tests.shared import REPO
 
 BIN = Path(sys.executable).parent / "gpu-health-evaluator"

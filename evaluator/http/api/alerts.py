@@ -19,8 +19,8 @@ from gpu_health.errors import ApiError
 from gpu_health.evaluator.http.api.auth import Principal, node_not_found
 from gpu_health.evaluator.http.api.context import ApiContext
 from gpu_health.evaluator.http.api.query_params import UNNAMED, echo_name
-from gpu_health.evaluator.store import api_queries as q
-from gpu_health.evaluator.store.alerts import AlertView, resolve_alert
+from gpu_health.evaluator.store.operations.alerts import AlertView, resolve_alert
+from gpu_health.evaluator.store.statistics import api_queries as q
 
 MAX_REASON: Final = 1024
 MAX_NODE: Final = 256

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Final
 
-from gpu_health.evaluator.store.api_queries import Boundary
+from gpu_health.evaluator.store.statistics.api_queries import Boundary
 
 RATE_KEYS: Final[tuple[str, ...]] = ("ecc_corrected_total", "ecc_uncorrected_total")
 

@@ -20,8 +20,8 @@ from gpu_health.evaluator.http.api.ecc_rate import coverage, hourly_increases
 from gpu_health.evaluator.http.api.query_params import Query
 from gpu_health.evaluator.model import CardKey, Sample
 from gpu_health.evaluator.rules.actions import CardState, recommend
-from gpu_health.evaluator.store import api_queries as q
-from gpu_health.evaluator.store.actions import card_states
+from gpu_health.evaluator.store.predictions.actions import card_states
+from gpu_health.evaluator.store.statistics import api_queries as q
 
 CAPABILITIES_PARAMS: Final = frozenset({"node_id", "source"})
 SAMPLES_PARAMS: Final = frozenset({"node_id", "gpu_index", "source", "since", "until", "limit"})

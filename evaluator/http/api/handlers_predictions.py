@@ -16,7 +16,7 @@ from gpu_health.evaluator.http.api.auth import Principal, node_not_found
 from gpu_health.evaluator.http.api.context import ApiContext
 from gpu_health.evaluator.http.api.query_params import Query
 from gpu_health.evaluator.stats import document as stats
-from gpu_health.evaluator.store import api_queries as q
+from gpu_health.evaluator.store.statistics import api_queries as q
 
 PREDICTIONS_PARAMS: Final = frozenset(
     {"node_id", "gpu_index", "status", "since", "until", "source", "limit", "offset",

@@ -54,7 +54,7 @@ from gpu_health.evaluator.ingest.prometheus.xids import LastXidTracker, XidReadi
 from gpu_health.evaluator.ingest.scrape import ScrapeResult
 from gpu_health.evaluator.outbound import ClientOptions, client_session
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.samples import newest_sample_at
+from gpu_health.evaluator.store.readings.samples import newest_sample_at
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ class DuckDBDatabase(Database):
     # This process is the only writer (DuckDB: one process per file), so a store module may
     # keep a value in step with its table in ``memo``.
     shared = False
-    # How far the rollup watermark moves at a time (gpu_health.evaluator.store.rollups). Hourly:
-    # with a daily watermark every reader scanned the open day's raw rows again (4.7 M at 16,384
-    # cards at 23:59); an hour of them costs a 24th (bench.scale --cards).
+    # How far the rollup watermark moves at a time (gpu_health.evaluator.store.readings.rollups).
+    # Hourly: with a daily watermark every reader scanned the open day's raw rows again (4.7 M at
+    # 16,384 cards at 23:59); an hour of them costs a 24th (bench.scale --cards).
     seal_every = timedelta(hours=1)
     # One statement for the rules' feature extraction: DuckDB runs it on all its threads.
     feature_shards = 1

@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from gpu_health.evaluator.alerts import payload
-from gpu_health.evaluator.store.alerts import AlertView
+from gpu_health.evaluator.store.operations.alerts import AlertView
 from tests.shared import require_shared
 
 OPENED = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)

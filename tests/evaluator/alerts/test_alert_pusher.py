@@ -19,7 +19,7 @@ from gpu_health.evaluator.alerts.alert_loop import AlertLoop
 from gpu_health.evaluator.alerts.pusher import backoff
 from gpu_health.evaluator.config.alerting import AlertingConfig
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.alerts import closing_alerts, resolve_alert
+from gpu_health.evaluator.store.operations.alerts import closing_alerts, resolve_alert
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_node, add_prediction
 from tests.evaluator.ingest_support import FakeClock

@@ -14,9 +14,9 @@ from gpu_health.evaluator.compose import build_service
 from gpu_health.evaluator.config.file import load_config
 from gpu_health.evaluator.main import main
 from gpu_health.evaluator.model import CardKey, Counters, Sample
-from gpu_health.evaluator.store.backtest import MARKER, open_backtest
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.history.backtest import MARKER, open_backtest
+from gpu_health.evaluator.store.readings.samples import insert_samples
 from tests.evaluator.backtest_support import V1_FILE
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)

@@ -23,9 +23,9 @@ from gpu_health.evaluator.backtest.events import (
 from gpu_health.evaluator.backtest.history import keepalive_period, keepalive_rows, write_histories
 from gpu_health.evaluator.ingest.write_rule import decide
 from gpu_health.evaluator.model import CardKey, Counters, Sample
-from gpu_health.evaluator.store.backtest_queries import preceded_by_correctable
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.stats import raw_stats
+from gpu_health.evaluator.store.history.backtest_queries import preceded_by_correctable
+from gpu_health.evaluator.store.statistics.stats_queries import raw_stats
 from tests.shared import require_shared
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

@@ -1,5 +1,5 @@
 """The quick test read off raw feature rows (the shared replay's entries, the live tick's
-:func:`gpu_health.evaluator.store.features.row_could_fire`) is exactly
+:func:`gpu_health.evaluator.store.predictions.features.row_could_fire`) is exactly
 :func:`gpu_health.evaluator.rules.signals.could_fire`, and the rows become the same features."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.backtest.feature_cache import entry
 from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.signals import could_fire
-from gpu_health.evaluator.store.features import row_could_fire, row_to_features
+from gpu_health.evaluator.store.predictions.features import row_could_fire, row_to_features
 from tests.evaluator.rules_support import PARAMS, features
 
 counts = st.one_of(st.none(), st.integers(0, 10**6))
 
 
 def as_row(f: CardFeatures) -> tuple[Any, ...]:
-    """The layout of gpu_health.evaluator.store.features.feature_rows."""
+    """The layout of gpu_health.evaluator.store.predictions.features.feature_rows."""
     return (to_naive_utc(f.at), f.node_id, f.gpu_index, f.gpu_uuid, to_naive_utc(f.t0),
             f.baseline_samples, *f.corrected, f.corrected_baseline, f.uncorrected,
             f.remap_failure, f.remap_pending, f.remap_pending_before, f.retired_pages,

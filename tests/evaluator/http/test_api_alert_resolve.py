@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from gpu_health.evaluator.http.api.openapi import document
 from gpu_health.evaluator.http.api.routes import ENDPOINTS, Action
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.alerts import open_alerts, open_new_alerts
+from gpu_health.evaluator.store.operations.alerts import open_alerts, open_new_alerts
 from tests.conftest import NewDb
 from tests.evaluator.api_support import (
     NOW,

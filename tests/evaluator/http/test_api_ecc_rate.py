@@ -9,8 +9,8 @@ from pathlib import Path
 
 from gpu_health.evaluator.http.api.ecc_rate import coverage, hourly_increases
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.api_queries import Boundary
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.statistics.api_queries import Boundary
 from tests.evaluator.api_support import add_node, add_samples, get_json, make_ctx, sample, serve
 
 ECC_RATE = "/api/v1/gpu-health/ecc-rate"

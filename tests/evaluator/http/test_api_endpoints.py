@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry
 from gpu_health.contract import COUNTER_KEYS
 from gpu_health.evaluator.model import XidKey, XidSample
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.cycles import write_cycle
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.readings.cycles import write_cycle
 from tests.conftest import STORE_ENGINES, open_store
 from tests.evaluator.api_support import (
     NOW,

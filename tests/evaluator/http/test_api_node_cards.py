@@ -7,7 +7,11 @@ from pathlib import Path
 
 from gpu_health.evaluator.store import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.maintenance import NodeRecord, purge_simulated, upsert_nodes
+from gpu_health.evaluator.store.readings.maintenance import (
+    NodeRecord,
+    purge_simulated,
+    upsert_nodes,
+)
 from tests.evaluator.api_support import (
     NOW,
     add_samples,

@@ -26,7 +26,7 @@ from gpu_health.evaluator.ingest.scrape_tick import IngestPipeline
 from gpu_health.evaluator.model import CardKey, Counters
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.samples import latest_rows
+from gpu_health.evaluator.store.readings.samples import latest_rows
 from tests.evaluator.ingest_support import Card, FakeClock, StandIn, a100, render, stand_in
 
 GPUS = 8
@@ -310,7 +310,7 @@ async def test_a_clock_stepped_back_an_hour_shows_no_stall_after_one_cycle(rig: 
     stall on every node, check WARNING, for an hour). The first cycle after the step writes a
     row stamped with the new now (``latest_in_future``), so the stall, if seen at all, lasts
     one scrape interval, not the hour."""
-    from gpu_health.evaluator.store.api_queries import capabilities
+    from gpu_health.evaluator.store.statistics.api_queries import capabilities
 
     pipeline = rig.pipeline()
     for _ in range(12):  # an hour of scrapes, every 5 minutes, counters unchanged

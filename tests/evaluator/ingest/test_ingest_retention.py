@@ -18,8 +18,8 @@ from gpu_health.evaluator.ingest.retention import Retention
 from gpu_health.evaluator.ingest.scrape import ScrapeResult
 from gpu_health.evaluator.model import CardKey, Sample
 from gpu_health.evaluator.selfmetrics import SelfMetrics
-from gpu_health.evaluator.store.cycles import write_cycle
 from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.readings.cycles import write_cycle
 from tests.conftest import NewDb
 from tests.evaluator.ingest_support import FakeClock, a100
 from tests.evaluator.store_support import count_samples

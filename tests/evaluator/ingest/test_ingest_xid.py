@@ -17,10 +17,10 @@ from gpu_health.evaluator.ingest.dedup import DedupCache, XidDedupCache
 from gpu_health.evaluator.ingest.scrape import ScrapeResult
 from gpu_health.evaluator.ingest.write_rule import XidReason, decide_xid
 from gpu_health.evaluator.model import CardKey, Counters, Sample, XidKey, XidSample
-from gpu_health.evaluator.store.cycles import write_cycle
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.maintenance import delete_samples_before, purge_simulated
-from gpu_health.evaluator.store.xid_samples import latest_xid_rows
+from gpu_health.evaluator.store.readings.cycles import write_cycle
+from gpu_health.evaluator.store.readings.maintenance import delete_samples_before, purge_simulated
+from gpu_health.evaluator.store.readings.xid_samples import latest_xid_rows
 from tests.conftest import NewDb
 from tests.evaluator.ingest_support import T0, FakeClock, a100
 from tests.evaluator.store_support import count_samples, count_xid_samples

@@ -15,7 +15,7 @@ from gpu_health.evaluator.ingest.cards import parse_cards
 from gpu_health.evaluator.ingest.write_rule import Reason, decide
 from gpu_health.evaluator.model import CardKey, Counters, MemoryDetails, Sample
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.samples import insert_samples, latest_rows
+from gpu_health.evaluator.store.readings.samples import insert_samples, latest_rows
 from tests.evaluator.ingest_support import T0
 from tests.evaluator.store_support import older_file
 

@@ -17,8 +17,8 @@ from gpu_health.evaluator.remediation.drain_loop import RemediationLoop
 from gpu_health.evaluator.remediation.slurm import Slurm
 from gpu_health.evaluator.rules.actions import Recommendation
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.alerts import open_new_alerts, resolve_alert
-from gpu_health.evaluator.store.remediation import audit
+from gpu_health.evaluator.store.operations.alerts import open_new_alerts, resolve_alert
+from gpu_health.evaluator.store.operations.remediation import audit
 from tests.conftest import NewDb
 from tests.evaluator.api_support import NOW, add_node, add_prediction
 from tests.postgres import PostgresServer
@@ -234,8 +234,8 @@ async def test_postgresql_a_leader_deposed_after_deciding_does_not_call_scontrol
     (``fenced``): the node is not drained, and nothing is audited in the deposed leader's
     name."""
     from gpu_health.errors import StoreError
-    from gpu_health.evaluator.store.cluster import check_fence, sync
     from gpu_health.evaluator.store.engines.postgres import FENCE, PostgresDatabase
+    from gpu_health.evaluator.store.operations.cluster import check_fence, sync
 
     url = postgres.url(postgres.new_database())
     mine, other = PostgresDatabase(url), PostgresDatabase(url)

@@ -26,9 +26,9 @@ from gpu_health.evaluator.rules.actions import (
     parse_policy,
     recommend,
 )
-from gpu_health.evaluator.store.actions import card_states
-from gpu_health.evaluator.store.samples import insert_samples
-from gpu_health.evaluator.store.xid_samples import insert_xid_samples
+from gpu_health.evaluator.store.predictions.actions import card_states
+from gpu_health.evaluator.store.readings.samples import insert_samples
+from gpu_health.evaluator.store.readings.xid_samples import insert_xid_samples
 from tests.conftest import NewDb
 from tests.evaluator.ingest_support import T0
 from tests.shared import require_shared

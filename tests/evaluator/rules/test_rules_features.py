@@ -16,8 +16,8 @@ from gpu_health.evaluator.model import CardKey, Counters, Sample
 from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.features import card_features
-from gpu_health.evaluator.store.samples import insert_samples
+from gpu_health.evaluator.store.predictions.features import card_features
+from gpu_health.evaluator.store.readings.samples import insert_samples
 from tests.conftest import NewDb, open_store
 from tests.evaluator.rules_support import (
     PARAMS,

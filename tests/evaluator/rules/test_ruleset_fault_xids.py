@@ -16,7 +16,7 @@ from gpu_health.evaluator.config.file import RulesConfig
 from gpu_health.evaluator.config.rules import DEFAULT_RULE_FILE, DEFAULT_VERSION, load_ruleset
 from gpu_health.evaluator.rules.faults import MEMORY_XIDS, fault_events, fault_xids_from_json
 from gpu_health.evaluator.rules.ruleset import parse_ruleset
-from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.store.predictions.rule_versions import register_ruleset
 from tests.conftest import NewDb
 from tests.evaluator.rules_support import V1_FILE, V2_FILE, insert_prediction, ruleset
 

@@ -14,7 +14,7 @@ import pytest
 from gpu_health.errors import ConfigError, RuleError
 from gpu_health.evaluator.config.rules import load_ruleset
 from gpu_health.evaluator.rules.ruleset import parse_ruleset
-from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.store.predictions.rule_versions import register_ruleset
 from tests.evaluator.rules_support import V1_FILE, insert_prediction, open_db
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

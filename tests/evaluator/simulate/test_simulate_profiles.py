@@ -16,8 +16,8 @@ from gpu_health.evaluator.model import CardKey, Sample
 from gpu_health.evaluator.simulate.options import SimulateOptions
 from gpu_health.evaluator.simulate.profiles import PROFILES, change_only, readings
 from gpu_health.evaluator.simulate.writer import run_simulation
-from gpu_health.evaluator.store.cycles import write_cycle
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.readings.cycles import write_cycle
 from tests.evaluator.ingest_support import T0, FakeClock, a100
 from tests.evaluator.store_support import count_samples
 

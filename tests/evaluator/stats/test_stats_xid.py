@@ -22,7 +22,7 @@ import pytest
 from gpu_health.evaluator.model import XidKey, XidSample
 from gpu_health.evaluator.stats.document import prediction_stats
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.cycles import write_cycle
+from gpu_health.evaluator.store.readings.cycles import write_cycle
 from tests.conftest import NewDb
 from tests.evaluator.rules_support import (
     at,

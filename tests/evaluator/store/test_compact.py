@@ -14,11 +14,11 @@ from pathlib import Path
 from gpu_health.clock import to_naive_utc
 from gpu_health.evaluator.main import main
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.api_queries import capabilities
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.evaluator.store.migrations import MIGRATIONS
-from gpu_health.evaluator.store.rollups import seal
-from gpu_health.evaluator.store.stats import raw_stats
+from gpu_health.evaluator.store.readings.rollups import seal
+from gpu_health.evaluator.store.statistics.api_queries import capabilities
+from gpu_health.evaluator.store.statistics.stats_queries import raw_stats
 from tests.evaluator.rules_support import at
 from tests.evaluator.store_support import older_file
 

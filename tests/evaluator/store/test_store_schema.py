@@ -41,7 +41,7 @@ def test_null_counters_read_back_as_none(new_db: NewDb) -> None:
 
 def test_bulk_insert_and_batched_latest(new_db: NewDb) -> None:
     from gpu_health.evaluator.model import CardKey, Counters, Sample
-    from gpu_health.evaluator.store.samples import insert_samples, latest_rows
+    from gpu_health.evaluator.store.readings.samples import insert_samples, latest_rows
 
     db = new_db("s")
     t1 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -20,9 +20,9 @@ from gpu_health.evaluator.compose import build_service
 from gpu_health.evaluator.config.file import load_config
 from gpu_health.evaluator.stats.document import prediction_stats
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.alerts import open_alerts, open_new_alerts
-from gpu_health.evaluator.store.api_queries import PredictionFilter, predictions_page
-from gpu_health.evaluator.store.prediction_state import open_predictions
+from gpu_health.evaluator.store.operations.alerts import open_alerts, open_new_alerts
+from gpu_health.evaluator.store.predictions.prediction_state import open_predictions
+from gpu_health.evaluator.store.statistics.api_queries import PredictionFilter, predictions_page
 from gpu_health.evaluator.worker import Worker
 from tests.conftest import NewDb
 from tests.evaluator.backtest_support import V1_FILE

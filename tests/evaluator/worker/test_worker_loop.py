@@ -17,7 +17,7 @@ from gpu_health.errors import RuleError
 from gpu_health.evaluator.app import EvaluatorApp
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.rule_versions import register_ruleset
+from gpu_health.evaluator.store.predictions.rule_versions import register_ruleset
 from gpu_health.evaluator.worker import Worker, WorkerMetrics
 from tests.evaluator.rules_support import (
     at,

@@ -30,7 +30,7 @@ from gpu_health.evaluator.http.errors import RequestMetrics
 from gpu_health.evaluator.http.index import add_index_route
 from gpu_health.evaluator.http.ui import add_ui_routes
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.maintenance import NodeRecord, upsert_nodes
+from gpu_health.evaluator.store.readings.maintenance import NodeRecord, upsert_nodes
 from tests.evaluator.api_support import NOW, RULE_VERSION, add_prediction, add_samples
 from tests.evaluator.api_support import sample as make_sample
 

@@ -30,8 +30,8 @@ from gpu_health.evaluator.main import main
 from gpu_health.evaluator.model import CardKey
 from gpu_health.evaluator.simulate.profiles import readings
 from gpu_health.evaluator.store import Database
-from gpu_health.evaluator.store.api_queries import capabilities
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from gpu_health.evaluator.store.statistics.api_queries import capabilities
 from tests.evaluator.ingest.prometheus.servers import (
     VM,
     VM_MISSING,
