@@ -41,7 +41,7 @@ from prometheus_client import CollectorRegistry
 from bench.api import _generate
 from bench.ingest import serve
 from gpu_health.clock import system_clock
-from gpu_health.evaluator.config.api import ApiLimits
+from gpu_health.evaluator.config.api import ApiConfig
 from gpu_health.evaluator.config.targets import Target
 from gpu_health.evaluator.http.access import new_application
 from gpu_health.evaluator.http.api.context import ApiContext
@@ -148,7 +148,7 @@ async def bench(port: int, targets: int, cards: int, days: int, n: int, gap: flo
             await pipeline.run_cycle()  # cold: not measured
             alone = await phase(pipeline, None, n, 0, gap)
             report("alone", *alone)
-            for label, gate in (("200 clients, API gate", ApiGate(ApiLimits(), registry)),
+            for label, gate in (("200 clients, API gate", ApiGate(ApiConfig(), registry)),
                                 ("200 clients, no gate (reference)", None)):
                 app = new_application(RequestMetrics(CollectorRegistry()), tokens=None,
                                       listen_host="127.0.0.1")

@@ -16,8 +16,9 @@
 - ``add_ready_check(name, fn)``: ``fn() -> str | None`` (None: ready) for /readyz;
   ``add_fact(name, fn)``: a value /readyz shows beside them (the leader's identity).
 
-``web_app`` carries the one error middleware and the operator endpoints; ``run_tick(name)`` runs
-one tick of a loop under its catch-all (the demo and the tests use it instead of waiting).
+``web_app`` carries the one error middleware and the access check; compose puts every route
+on it in one call (``gpu_health.evaluator.http.site.add_routes``). ``run_tick(name)`` runs one
+tick of a loop under its catch-all (the demo and the tests use it instead of waiting).
 """
 
 from __future__ import annotations
@@ -34,14 +35,11 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from gpu_health.errors import GpuHealthError
-from gpu_health.evaluator.config.api import ApiLimits
+from gpu_health.evaluator.config.api import ApiConfig
 from gpu_health.evaluator.http.access import new_application, open_mode, unruled_routes
 from gpu_health.evaluator.http.api.auth import TokenSet
 from gpu_health.evaluator.http.errors import RequestMetrics
-from gpu_health.evaluator.http.index import add_index_route
-from gpu_health.evaluator.http.ops import add_ops_routes
 from gpu_health.evaluator.http.throttle import FailureThrottle
-from gpu_health.evaluator.http.ui import add_ui_routes
 from gpu_health.evaluator.selfmetrics import SelfMetrics
 from gpu_health.webguard import WebGuard
 
@@ -67,7 +65,7 @@ class EvaluatorApp:
     def __init__(self, *, registry: CollectorRegistry | None = None,
                  metrics: SelfMetrics | None = None, start_loops: bool = True,
                  tokens: TokenSet | None = None, listen_host: str = "127.0.0.1",
-                 guard: WebGuard | None = None, api_limits: ApiLimits | None = None) -> None:
+                 guard: WebGuard | None = None, api: ApiConfig | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         # Series that name nodes (or count over every tenant's nodes): docs/security.md.
         self.node_registry = CollectorRegistry()
@@ -92,10 +90,7 @@ class EvaluatorApp:
         self.web_app = new_application(RequestMetrics(self.registry), tokens=tokens,
                                        listen_host=listen_host, guard=guard,
                                        throttle=FailureThrottle.configured(
-                                           self.registry, api_limits or ApiLimits()))
-        add_ops_routes(self.web_app, self)
-        add_index_route(self.web_app)
-        add_ui_routes(self.web_app)
+                                           self.registry, api or ApiConfig()))
         self.web_app.cleanup_ctx.append(self._lifecycle)
 
     # -- what compose registers ---------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Final
 from gpu_health import __version__
 from gpu_health.evaluator.backtest.events import PRESETS
 from gpu_health.evaluator.check import CHECK_FORMATS, DEFAULT_TIMEOUT_S, parse_timeout
-from gpu_health.evaluator.config.file import DEFAULT_STORAGE
+from gpu_health.evaluator.config.storage import DEFAULT_STORAGE
 from gpu_health.evaluator.ingest.prometheus.metricsets import (
     DEFAULT_MAX_POINTS,
     LIMIT_POINTS,

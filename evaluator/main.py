@@ -43,7 +43,8 @@ def cmd_run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     config = _config(args, environ)
     guard = None if args.web_config is None else WebGuard(args.web_config)  # bad: exit 2
     collector_thresholds.apply()  # a long-running process holding millions of objects
-    sock = bind(config.listen_host, config.listen_port)  # a taken port fails before anything
+    # a taken port fails before anything starts
+    sock = bind(config.web.listen_host, config.web.listen_port)
     try:
         service = build_service(config, environ, guard=guard)
     except BaseException:
@@ -56,7 +57,7 @@ def cmd_run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 def _duckdb_only(command: str, config: Config, explicit: object, why: str) -> None:
     """Refuse a DuckDB-only command on a PostgreSQL config unless a file was named: it would
     otherwise work on the default DuckDB file, silently not on the configured store."""
-    if config.postgres is not None and explicit is None:
+    if config.storage.postgres is not None and explicit is None:
         raise ConfigError(f"{command} works on a DuckDB file and this config's store is "
                           f"PostgreSQL (storage.url): {why}")
 
@@ -115,7 +116,7 @@ def cmd_compact(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     config = _config(args, environ)
     _duckdb_only("compact", config, args.storage, "PostgreSQL gives space back with VACUUM "
                  "(FULL), not with this command")
-    path = args.storage or config.storage_path
+    path = args.storage or config.storage.path
     before, after = compact(path)
     print(f"compacted {path}: {before / 1e6:,.1f} MB -> {after / 1e6:,.1f} MB")
     return 0

@@ -2,13 +2,14 @@
 
 Everything inside the programs is an aware UTC ``datetime``. Components that need the time take
 a ``Clock`` (a zero-argument callable) so tests inject one instead of sleeping or patching.
-The store converts to naive UTC at its boundary because DuckDB ``TIMESTAMP`` is naive.
+The store's columns are naive-UTC ``TIMESTAMP``; its one door (``evaluator/store/db.py``)
+converts each statement's values and results with :func:`to_naive_utc` and
+:func:`from_naive_utc`, and nothing else of the programs does.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 Clock = Callable[[], datetime]
@@ -32,13 +33,6 @@ def to_naive_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         return value
     return value.astimezone(UTC).replace(tzinfo=None)
-
-
-def to_naive_utc_each(values: Iterable[datetime]) -> list[datetime]:
-    """:func:`to_naive_utc` of each value, each distinct instant converted once: a batch of
-    rows repeats a few instants (one per scrape), and converting 500,000 one by one cost
-    0.6 CPU-s of a 100,000-card ingest cycle."""
-    return list(map(functools.cache(to_naive_utc), values))
 
 
 def from_naive_utc(value: datetime) -> datetime:

@@ -185,6 +185,44 @@ def test_the_store_s_layers_name_every_folder_and_core_module() -> None:
     parts |= {p.name for p in store.iterdir() if (p / "__init__.py").is_file()}
     assert _layers_of("gpu_health.evaluator.store") == parts
 
+
+def _names_used(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.keyword) and node.arg == "tzinfo" and \
+                isinstance(node.value, ast.Constant) and node.value.value is None:
+            names.add("tzinfo=None")
+    return names
+
+
+def test_naive_utc_is_converted_at_the_store_s_one_door() -> None:
+    """The store's TIMESTAMP columns are naive UTC; everything else holds aware datetimes.
+    Before, 87 ``to_naive_utc`` and 43 ``from_naive_utc`` uses were spread over the store's
+    modules and the backtest; now ``Database`` converts every statement's values and every
+    result's TIMESTAMP columns, and no other module names the helpers or drops a zone by hand."""
+    helpers = {"to_naive_utc", "from_naive_utc", "tzinfo=None"}
+    users = {relative(p) for p in sources() if _names_used(p) & helpers}
+    assert users == {"gpu_health/clock.py", "evaluator/store/db.py"}
+
+
+ROUTE_ADDERS = ("add_ops_routes", "add_node_routes", "add_index_route", "add_ui_routes",
+                "add_api_routes")
+
+
+def test_one_module_puts_the_routes_on_the_server() -> None:
+    """Each area declares its routes (and their access rules); ``http/site.py`` alone adds
+    them to the server. Before, the process host added three areas while claiming to wire
+    nothing, and the composition root added the other two in two modules."""
+    callers = {relative(p) for p in sources() for name in ROUTE_ADDERS
+               if calls_named(ast.parse(p.read_text(encoding="utf-8")), name)}
+    assert callers == {"evaluator/http/site.py"}
+
 # File names that said several things at once (the model, the metrics, the pipeline, the loop
 # and the params of several folders): each may name one module of the package at most.
 GENERIC_NAMES = ("model.py", "metrics.py", "pipeline.py", "loop.py", "params.py")

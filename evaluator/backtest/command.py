@@ -22,7 +22,8 @@ from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
 from gpu_health.evaluator.backtest.compare import Costs
 from gpu_health.evaluator.backtest.events import PRESETS, EventColumns, parse_time
-from gpu_health.evaluator.config.file import DEFAULT_STORAGE, Config, load_config
+from gpu_health.evaluator.config.file import Config, load_config
+from gpu_health.evaluator.config.storage import DEFAULT_STORAGE
 from gpu_health.evaluator.config.values import Checker, url_problem
 from gpu_health.evaluator.ingest.prometheus.metricsets import LIMIT_POINTS, METRIC_SETS
 from gpu_health.files import not_a_folder
@@ -167,7 +168,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Bac
     rules = tuple(args.rules or (config.rules.dir / f"{config.rules.active}.yaml",))
     return BacktestOptions(
         db_path=args.db or default_path(now),
-        live_paths=(config.storage_path, DEFAULT_STORAGE),
+        live_paths=(config.storage.path, DEFAULT_STORAGE),
         source=inputs.source, rule_files=rules, sweeps=tuple(sweeps),
         keepalive=config.keepalive,
         output=args.output, plot=args.plot, progress=args.progress, skip=not args.every_tick,

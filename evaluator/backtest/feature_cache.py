@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.backtest.replay import DEFAULT_CHUNK, HORIZON
 from gpu_health.evaluator.model import CardSlot
@@ -63,7 +62,7 @@ def entry(row: Any, k: int) -> CachedFeatures:
     """The quick test's inputs, read off a :func:`feature_rows` row
     (:func:`gpu_health.evaluator.store.predictions.features.row_quick_test`)."""
     always, increase = row_quick_test(row, k)
-    return CachedFeatures((str(row[1]), int(row[2])), from_naive_utc(row[4]), always, increase, row)
+    return CachedFeatures((str(row[1]), int(row[2])), row[4], always, increase, row)
 
 
 @dataclass(slots=True)
@@ -94,11 +93,10 @@ class FeatureCache:
                 if t not in self.at:
                     chosen.append(t)
             self.at.update((t, []) for t in chosen)
-            naive = {to_naive_utc(t): t for t in chosen}
             k = self.params.consecutive_windows
             for row in feature_rows(self.db, chosen, SOURCE_REAL, self.params,
                                     chunk=len(chosen), cards=self.cards):
-                self.at[naive[row[0]]].append(entry(row, k))
+                self.at[row[0]].append(entry(row, k))
             self.statements += 1
             self._hourly([e for t in chosen for e in self.at[t]])
         return self.at[now]

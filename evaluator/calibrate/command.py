@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from gpu_health.clock import Clock, system_clock
 from gpu_health.errors import ConfigError
 from gpu_health.evaluator.backtest.command import cost_options, input_options, output_place
-from gpu_health.evaluator.config.file import DEFAULT_STORAGE, Config, load_config
+from gpu_health.evaluator.config.file import Config, load_config
+from gpu_health.evaluator.config.storage import DEFAULT_STORAGE
 from gpu_health.evaluator.config.values import Checker
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def options_from(args: argparse.Namespace, config: Config, now: datetime) -> Cal
         c.problem(f"--rules: no rule file {base}")
     c.raise_if_any()
     bt = BacktestOptions(
-        db_path=args.db or default_path(now), live_paths=(config.storage_path, DEFAULT_STORAGE),
+        db_path=args.db or default_path(now), live_paths=(config.storage.path, DEFAULT_STORAGE),
         source=inputs.source, rule_files=(base,),
         keepalive=config.keepalive, output=args.output,
         progress=args.progress, rules_dir=config.rules.dir, since=inputs.since,

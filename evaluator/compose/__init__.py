@@ -51,9 +51,9 @@ from gpu_health.evaluator.config.rules import action_policy_file, load_action_po
 from gpu_health.evaluator.http.api.auth import TokenSet, load_tokens
 from gpu_health.evaluator.http.api.context import ApiContext
 from gpu_health.evaluator.http.api.gate import ApiGate
-from gpu_health.evaluator.http.api.routes import add_api_routes
 from gpu_health.evaluator.http.api.token_file import CHECK_SECONDS as TOKENS_CHECK_SECONDS
 from gpu_health.evaluator.http.api.token_file import TokenFile
+from gpu_health.evaluator.http.site import add_routes
 from gpu_health.evaluator.ingest.discovery import Discovery
 from gpu_health.evaluator.ingest.prometheus.source import PrometheusSource
 from gpu_health.evaluator.ingest.retention import Retention
@@ -161,21 +161,21 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     ruleset = load_active_ruleset(config, environ)
     shadows = load_shadow_rulesets(config, ruleset)
     policy = _action_policy(config)
-    tokens = None if config.api_tokens_file is None else load_tokens(config.api_tokens_file)
-    member = config.ha.member_id or f"{socket.gethostname()}:{config.listen_port}-" \
+    tokens = None if config.api.tokens_file is None else load_tokens(config.api.tokens_file)
+    member = config.ha.member_id or f"{socket.gethostname()}:{config.web.listen_port}-" \
                                     f"{secrets.token_hex(3)}"
     db = open_store(config, member)
     if guard is not None and guard.basic_auth and tokens is not None:
         raise ConfigError("--web.config.file basic_auth_users and api.tokens_file both "
                           "authenticate with the Authorization header: configure one of them")
-    app = EvaluatorApp(start_loops=start_loops, tokens=tokens, listen_host=config.listen_host,
-                       guard=guard, api_limits=config.api_limits)
+    app = EvaluatorApp(start_loops=start_loops, tokens=tokens, listen_host=config.web.listen_host,
+                       guard=guard, api=config.api)
     # process_* and python_info, as every Prometheus exporter has (no node data: public).
     ProcessCollector(registry=app.registry)
     PlatformCollector(registry=app.registry)
     try:
         if not db.shared:
-            refuse_backtest_file(db, config.storage_path)
+            refuse_backtest_file(db, config.storage.path)
         shadows = registrable_shadows(db, shadows, clock())
         worker = Worker(db, ruleset, clock, metrics=WorkerMetrics(app.registry),
                         shadows=shadows)
@@ -187,7 +187,7 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
     app.add_ready_check("store", lambda: None if app.started else "database not open yet")
     cluster = _cluster(config, app, db, member)
     lead = _leader_only(cluster)
-    gate = ApiGate(config.api_limits, app.registry)
+    gate = ApiGate(config.api, app.registry)
     app.priority = gate.priority  # ingest and worker ticks go before API requests
     readings = compose_readings(config, app, db, clock, (ruleset, *shadows), cluster)
     scan = ruleset.params.scan_interval.total_seconds()
@@ -198,13 +198,13 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
             await db.run(worker.tick)
 
     app.add_loop("worker", worker_interval or scan, lambda: lead(work), priority=True)
-    add_api_routes(app.web_app, ApiContext(
+    add_routes(app.web_app, app, ApiContext(
         db=lambda: db if app.started else None, clock=clock,
-        current_rule_version=ruleset.version, tokens=tokens, listen_host=config.listen_host,
+        current_rule_version=ruleset.version, tokens=tokens, listen_host=config.web.listen_host,
         registry=app.registry, retention_days=config.retention_days, ruleset=ruleset,
         action_policy=policy, shadows=shadows,
         basic_auth=guard is not None and guard.basic_auth,
-        gate=gate))
+        gate=gate), readings.nodes)
     state = PredictionState(db, clock, ruleset=ruleset, retention_days=config.retention_days,
                             registry=app.node_registry, policy=policy, shadows=shadows)
     app.add_loop("prediction_state", min(DEFAULT_REFRESH_SECONDS, scan), state.refresh)
@@ -226,8 +226,8 @@ def build_service(config: Config, environ: Mapping[str, str], *, clock: Clock = 
         log.info("rule set %s (%s) runs as a shadow: stored and backfilled, never alerted, "
                  "not in the default statistics", shadow.version, shadow.origin)
     token_file = None
-    if tokens is not None and config.api_tokens_file is not None:
-        token_file = TokenFile(config.api_tokens_file, tokens, app.registry)
+    if tokens is not None and config.api.tokens_file is not None:
+        token_file = TokenFile(config.api.tokens_file, tokens, app.registry)
         app.add_loop("tokens_file", TOKENS_CHECK_SECONDS, token_file.check)
     return Service(app, db, ruleset, worker, tokens, readings.pipeline, readings.discovery,
                    readings.retention, state, alerts, readings.source, bootstrap, token_file)
@@ -252,11 +252,11 @@ def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
         log.warning("alerting.enabled is false: no GPU_FAULT_PREDICTED alert is opened or "
                     "pushed (remove the key or set it to true to alert)")
         return None
-    if urlsplit(config.external_url).hostname in ("0.0.0.0", "::", ""):
+    if urlsplit(config.web.url).hostname in ("0.0.0.0", "::", ""):
         log.warning("alert links will point at %s, which nobody can open: set web.external_url "
-                    "to the address operators use", config.external_url)
+                    "to the address operators use", config.web.url)
 
-    loop = AlertLoop(db, config.alerting, external_url=config.external_url, clock=clock,
+    loop = AlertLoop(db, config.alerting, external_url=config.web.url, clock=clock,
                      registry=app.registry, present_nodes=present_nodes,
                      node_registry=app.node_registry, actions=actions)
     app.add_loop("alerts", loop.interval, lambda: lead(loop.tick))
@@ -266,9 +266,9 @@ def _alert_loop(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
 def open_store(config: Config, member: str) -> Database:
     """The DuckDB file, or the PostgreSQL database of ``storage.url`` (unreachable: a
     StoreError naming the host, and the process exits 1)."""
-    pg = config.postgres
+    pg = config.storage.postgres
     if pg is None:
-        return DuckDBDatabase(config.storage_path, memory_limit=config.storage_memory_limit)
+        return DuckDBDatabase(config.storage.path, memory_limit=config.storage.memory_limit)
     return PostgresDatabase(pg.url, password=pg.password, connect_timeout=pg.connect_timeout,
                             statement_timeout_s=pg.statement_timeout,
                             application_name=f"gpu-health-evaluator/{member}",
@@ -279,7 +279,7 @@ def _cluster(config: Config, app: EvaluatorApp, db: Database, member: str) -> Cl
     """With a shared store: the membership loop, /readyz's leader, the lease metrics."""
     if not db.shared:
         return None
-    cluster = Cluster(db, ClusterConfig(member, config.external_url,
+    cluster = Cluster(db, ClusterConfig(member, config.web.url,
                                         timedelta(seconds=config.ha.lease_ttl)), app.registry)
     app.on_start(cluster.claim)  # a twin member id stops the start here
     app.add_loop("cluster", cluster.interval, cluster.tick)

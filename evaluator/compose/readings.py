@@ -17,7 +17,7 @@ from gpu_health.evaluator.cluster.assign import TargetShare, owner
 from gpu_health.evaluator.cluster.membership import Cluster
 from gpu_health.evaluator.config.file import Config
 from gpu_health.evaluator.http.api.auth import Principal
-from gpu_health.evaluator.http.ops import NodeViews, add_node_routes, source_views
+from gpu_health.evaluator.http.ops import NodeViews, source_views
 from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
 from gpu_health.evaluator.ingest.dedup import DedupCache
 from gpu_health.evaluator.ingest.discovery import TICK_SECONDS, Discovery
@@ -40,6 +40,7 @@ class Readings:
 
     retention: Retention
     present: Callable[[], Collection[str] | None]  # nodes still there (alerts close the rest)
+    nodes: NodeViews  # what /targets and the authenticated metrics path show
     pipeline: IngestPipeline | None = None
     discovery: Discovery | None = None
     source: PrometheusSource | None = None
@@ -56,9 +57,13 @@ def readings(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     ingestor = _ingestor(config, app, db, retention)
     if config.ingest.prometheus is not None:
         source, bootstrap = _prometheus(config, app, db, clock, ingestor, rulesets, cluster)
-        return Readings(retention, source.present_nodes, source=source, bootstrap=bootstrap)
+        views = source_views(source, lambda principal: db.run(
+            visible_nodes, db, principal.tenant_list or []))
+        return Readings(retention, source.present_nodes, views, source=source,
+                        bootstrap=bootstrap)
     pipeline, discovery = _ingest(config, app, db, clock, ingestor, cluster)
-    return Readings(retention, _present(discovery), pipeline, discovery)
+    return Readings(retention, _present(discovery),
+                    _node_views(db, discovery, pipeline, cluster), pipeline, discovery)
 
 
 def _ingestor(config: Config, app: EvaluatorApp, db: Database,
@@ -92,12 +97,10 @@ def _prometheus(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     cycle = source.run_cycle if cluster is None else _leader_reads(source, cluster)
     app.add_loop("ingest", step, cycle, priority=True,
                  stuck_after=max(3 * step + c.timeout * 4, 300.0))
-    add_node_routes(app.web_app, app, source_views(
-        source, lambda principal: db.run(visible_nodes, db, principal.tenant_list or [])))
 
     async def ready() -> None:
         log.info("evaluator ready: storage %s, reading %s metrics from %s every %gs, listening "
-                 "on %s", storage_text(db), c.metrics, c.url, step, config.listen_address)
+                 "on %s", storage_text(db), c.metrics, c.url, step, config.web.listen_address)
 
     app.on_start(ready, after_ticks=True)
     return source, bootstrap
@@ -167,7 +170,6 @@ def _ingest(config: Config, app: EvaluatorApp, db: Database, clock: Clock,
     app.add_loop("discovery", TICK_SECONDS, discover, at_start=True)
     app.add_loop("ingest", scrape.interval, pipeline.run_cycle, priority=True,
                  stuck_after=max(3 * scrape.interval + scrape.timeout, 300.0))
-    add_node_routes(app.web_app, app, _node_views(db, discovery, pipeline, cluster))
     app.on_start(lambda: _log_ready(config, db, discovery), after_ticks=True)
     return pipeline, discovery
 
@@ -200,6 +202,6 @@ def storage_text(db: Database) -> str:
 
 async def _log_ready(config: Config, db: Database, discovery: Discovery) -> None:
     log.info("evaluator ready: storage %s, %d target(s), listening on %s",
-             storage_text(db), len(discovery.targets), config.listen_address)
+             storage_text(db), len(discovery.targets), config.web.listen_address)
 
 

@@ -1,4 +1,4 @@
-"""The ``alerting`` section and ``web.external_url`` of the evaluator config (docs/alerting.md).
+"""The ``alerting`` section of the evaluator config (docs/alerting.md).
 
 Part of the settings (``evaluator/config/file.py`` calls these while validating the whole file);
 nothing here reads env or argv. Each reader records every problem in the shared
@@ -50,13 +50,3 @@ def parse_alerting(c: Checker, raw: Mapping[str, Any]) -> AlertingConfig:
         alertmanagers=tuple(c.urls(section, "alertmanagers", "alerting.alertmanagers")),
         timeout=timeout, **values,
     )
-
-
-def parse_external_url(c: Checker, web: Mapping[str, Any]) -> str | None:
-    """``web.external_url``: an absolute http(s) URL without query or fragment."""
-    if web.get("external_url") is None:
-        return None
-    url = c.url(web, "external_url", "web.external_url")
-    if url and ("?" in url or "#" in url):
-        c.problem(f"web.external_url {url!r} must not have a query or fragment")
-    return url.rstrip("/") or None

@@ -1,18 +1,20 @@
-"""The ``api`` section's load limits (docs/api.md, "Busy"): how many API requests use the store
-at once, how many may wait, and for how long; and how many failed authentications a client may
-make (docs/security.md). Declared in :data:`API`; every problem is recorded in the Checker."""
+"""The ``api`` section: the bearer tokens file (docs/security.md) and the load limits
+(docs/api.md, "Busy"): how many API requests use the store at once, how many may wait, and for
+how long; and how many failed authentications a client may make. Declared in :data:`API`;
+every problem is recorded in the Checker."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.values import Checker
 
 API: Final = Table("api", (
-    Setting("tokens_file", "optional_string", None),  # read with the rules (config/file.py)
+    Setting("tokens_file", "custom", None),  # relative to the config file
     # One: the store's pool has two threads, so one always stays free for the ingest cycle and
     # the worker (bench/api_load.py: with 200 clients the cycle took 0.85x its time alone at 1,
     # 2.15x at 2, 6-14x without a limit).
@@ -28,7 +30,8 @@ API: Final = Table("api", (
 
 
 @dataclass(frozen=True, slots=True)
-class ApiLimits:
+class ApiConfig:
+    tokens_file: Path | None = API.defaults["tokens_file"]  # None: no tokens (docs/security.md)
     max_concurrency: int = API.defaults["max_concurrency"]
     max_queue: int = API.defaults["max_queue"]
     queue_timeout: float = API.defaults["queue_timeout"]
@@ -37,5 +40,7 @@ class ApiLimits:
     auth_failure_window: float = API.defaults["auth_failure_window"]
 
 
-def parse_api_limits(c: Checker, api: Mapping[str, Any]) -> ApiLimits:
-    return ApiLimits(**API.read(c, api, skip=("tokens_file",)))
+def parse_api(c: Checker, raw: Mapping[str, Any], base: Path) -> ApiConfig:
+    section = c.section(raw, "api", API.keys)
+    tokens = c.optional_string(section, "tokens_file", "api.tokens_file")
+    return ApiConfig(None if tokens is None else base / tokens, **API.read(c, section))

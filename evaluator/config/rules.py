@@ -1,4 +1,5 @@
-"""The rule files: where they live, and reading one into a :class:`RuleSet`.
+"""The ``rules`` section and the rule files: where they live, and reading one into a
+:class:`RuleSet`.
 
 ``rules.dir`` (default: the rule sets packaged with the program, :data:`gpu_health.resources.RULES`)
 holds one ``<version>.yaml`` per rule set; ``rules.active`` names the one the worker runs. The
@@ -9,12 +10,16 @@ the file an operator looks at is the file that runs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from gpu_health import resources
 from gpu_health.errors import ConfigError
+from gpu_health.evaluator.config.table import Setting, Table
+from gpu_health.evaluator.config.values import Checker
 from gpu_health.evaluator.rules.actions import ActionPolicy, parse_policy
 from gpu_health.evaluator.rules.ruleset import RuleSet, parse_ruleset
 
@@ -23,6 +28,38 @@ DEFAULT_VERSION: Final = "v2-ecc-xid"  # the default ``rules.active``
 DEFAULT_RULE_FILE: Final = RULES_DIR / f"{DEFAULT_VERSION}.yaml"
 ACTION_POLICY_VERSION: Final = "nvidia-memory-v2"
 BASELINE_NAMES: Final = ("baseline-new-correctable", "baseline-repeat")
+# Shadow versions run live beside the active one, each a whole prediction pass per tick (50 took
+# a 1,600-card tick from 0.63 s to 19.8 s): a few are for comparing, not for a search.
+MAX_SHADOW: Final = 8
+_VERSION_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+RULES: Final = Table("rules", (
+    Setting("dir", "custom", RULES_DIR),  # relative to the config file
+    Setting("active", "custom", DEFAULT_VERSION),  # a rule version name
+    Setting("shadow", "custom", ()),  # run beside the active one, never alerted
+))
+
+
+@dataclass(frozen=True, slots=True)
+class RulesConfig:
+    """The ``rules`` section: where the rule files are, which one runs, which run beside it."""
+
+    dir: Path = RULES.defaults["dir"]
+    active: str = RULES.defaults["active"]
+    shadow: tuple[Path, ...] = RULES.defaults["shadow"]  # docs/calibration.md
+
+
+def parse_rules(c: Checker, raw: Mapping[str, Any], base: Path) -> RulesConfig:
+    """The ``rules`` section (paths relative to the config file's folder ``base``)."""
+    section = c.section(raw, "rules", RULES.keys)
+    active = c.string(section, "active", "rules.active", RULES.defaults["active"])
+    if _VERSION_RE.fullmatch(active) is None:
+        c.problem(f"rules.active: {active!r} is not a rule version name")
+    text = c.optional_string(section, "dir", "rules.dir")
+    shadow = tuple(base / s for s in c.string_list(section, "shadow", "rules.shadow"))
+    if len(shadow) > MAX_SHADOW:
+        c.problem(f"rules.shadow: {len(shadow)} versions; at most {MAX_SHADOW} (each is a "
+                  "whole extra prediction pass on every tick)")
+    return RulesConfig(RULES.defaults["dir"] if text is None else base / text, active, shadow)
 
 
 def action_policy_file(rules_dir: Path = RULES_DIR) -> Path:

@@ -28,8 +28,10 @@ from gpu_health.evaluator.config.source import secret_file
 from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.values import Checker
 
+DEFAULT_STORAGE: Final = Path("data/gpu-health.duckdb")
+
 STORAGE: Final = Table("storage", (
-    Setting("path", "custom", None),  # DuckDB; None: data/gpu-health.duckdb (config/file.py)
+    Setting("path", "custom", DEFAULT_STORAGE),  # DuckDB: one evaluator process
     Setting("url", "custom", None),  # postgresql://... (or a DuckDB path)
     Setting("password_file", "custom", None),  # never the URL: it is logged
     Setting("connect_timeout", "duration", 10.0),
@@ -63,10 +65,18 @@ class HaConfig:
     member_id: str | None = HA.defaults["member_id"]
 
 
-def parse_storage(c: Checker, raw: Mapping[str, Any], base: Path,
-                  default: Path) -> tuple[Path, int | None, PostgresConfig | None]:
-    """(DuckDB path, DuckDB memory limit, PostgreSQL settings or None) from the ``storage``
-    section."""
+@dataclass(frozen=True, slots=True)
+class StorageConfig:
+    """The ``storage`` section: a DuckDB file (``path``, ``memory_limit``: bytes, DuckDB only)
+    or, with a ``postgresql://`` url, the PostgreSQL settings (``postgres``)."""
+
+    path: Path = STORAGE.defaults["path"]
+    memory_limit: int | None = STORAGE.defaults["memory_limit"]
+    postgres: PostgresConfig | None = None
+
+
+def parse_storage(c: Checker, raw: Mapping[str, Any], base: Path) -> StorageConfig:
+    """The ``storage`` section, every problem recorded in ``c``."""
     section = c.section(raw, "storage", STORAGE.keys)
     path_text = c.optional_string(section, "path", "storage.path")
     url = c.optional_string(section, "url", "storage.url")
@@ -77,7 +87,8 @@ def parse_storage(c: Checker, raw: Mapping[str, Any], base: Path,
         if url is not None and path_text is not None:
             c.problem("storage: give path or url, not both")
         text = url if url is not None else path_text
-        return (default if text is None else base / text), _memory(c, section), None
+        return StorageConfig(STORAGE.defaults["path"] if text is None else base / text,
+                             _memory(c, section))
     if path_text is not None:
         c.problem("storage: give path or url, not both")
     if "memory_limit" in section:
@@ -89,11 +100,11 @@ def parse_storage(c: Checker, raw: Mapping[str, Any], base: Path,
                   "use storage.password_file or libpq's PGPASSWORD")
     if not parts.hostname:
         c.problem("storage.url: needs a host, e.g. postgresql://user@db:5432/gpuhealth")
-    return default, None, PostgresConfig(
+    return StorageConfig(postgres=PostgresConfig(
         url=url,
         password=secret_file(c, section, "password_file", "storage.password_file", base),
         **STORAGE.read(c, section, skip=("memory_limit",)),
-    )
+    ))
 
 
 def _memory(c: Checker, section: Mapping[str, Any]) -> int | None:

@@ -49,6 +49,7 @@ from gpu_health import resources
 from gpu_health.errors import ConfigError
 from gpu_health.evaluator.config.file import Config, load_config, parse_config
 from gpu_health.evaluator.config.rules import load_ruleset
+from gpu_health.evaluator.config.storage import StorageConfig
 from gpu_health.evaluator.config.values import Checker
 from gpu_health.evaluator.demo.banner import WORKER_SECONDS, banner_text
 from gpu_health.evaluator.demo.card import FakeCard
@@ -156,7 +157,7 @@ def plan(options: DemoOptions, environ: Mapping[str, str]) -> Plan:
                             "labels": {"node": node, "tenant": "demo"}}],
         "web": {"listen_address": f"127.0.0.1:{options.port}"},
     }
-    changes: dict[str, Any] = {"storage_path": options.storage_path,
+    changes: dict[str, Any] = {"storage": StorageConfig(path=options.storage_path),
                                "ingest_source": "real" if fake is None else "simulated"}
     if base is not None:
         changes["rules"] = base.rules  # a --config only chooses the rule set

@@ -21,12 +21,12 @@ from typing import TypeVar
 from prometheus_client import CollectorRegistry, Counter
 
 from gpu_health.errors import ApiError
-from gpu_health.evaluator.config.api import ApiLimits
+from gpu_health.evaluator.config.api import ApiConfig
 from gpu_health.logins import RecentFailures
 
 T = TypeVar("T")
-LIMIT = ApiLimits().auth_failure_limit  # api.auth_failure_limit's default
-WINDOW_S = ApiLimits().auth_failure_window  # api.auth_failure_window's default
+LIMIT = ApiConfig().auth_failure_limit  # api.auth_failure_limit's default
+WINDOW_S = ApiConfig().auth_failure_window  # api.auth_failure_window's default
 MAX_CLIENTS = 10_000
 
 
@@ -44,7 +44,7 @@ class FailureThrottle:
                                  registry=registry)
 
     @classmethod
-    def configured(cls, registry: CollectorRegistry, limits: ApiLimits) -> FailureThrottle:
+    def configured(cls, registry: CollectorRegistry, limits: ApiConfig) -> FailureThrottle:
         return cls(registry, limit=limits.auth_failure_limit,
                    window_s=limits.auth_failure_window)
 

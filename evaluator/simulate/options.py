@@ -57,7 +57,7 @@ def simulate_options(args: argparse.Namespace, config: Config) -> SimulateOption
             c.problem(f"--end {args.end!r}: {exc}")
     c.raise_if_any()
     return SimulateOptions(
-        storage_path=args.storage or config.storage_path, purge=args.purge, profiles=profiles,
+        storage_path=args.storage or config.storage.path, purge=args.purge, profiles=profiles,
         cards=args.cards, days=args.days, step_seconds=step or 60.0,
         node_prefix=args.node_prefix, seed=args.seed, end=end,
         keepalive=config.keepalive,

@@ -5,12 +5,18 @@ Every statement goes through :meth:`Database.execute`, which counts it (the dedu
 :class:`~gpu_health.errors.StoreError`. The engines beside each other in
 ``evaluator/store/engines/`` say how: DuckDB (one process per file) and PostgreSQL (several
 evaluators, fenced). The stages type against :class:`Database` and never see a driver.
+
+It is also the one door where times change shape: the store's columns are ``TIMESTAMP``, naive
+UTC, while every caller and every store module passes and reads aware datetimes. A statement's
+values go in through :func:`naive_values` and its ``TIMESTAMP`` columns come out through
+:func:`aware_rows`; no other module converts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import threading
 from abc import ABC, abstractmethod
@@ -18,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
 from gpu_health.clock import from_naive_utc, system_clock, to_naive_utc
@@ -33,6 +39,52 @@ T = TypeVar("T")
 # A statement's values, by the names of its $name placeholders (gpu_health.evaluator.store.sql).
 Params = Mapping[str, Any]
 MIGRATION_LOCK = 0x6770_7568_6561  # advisory-lock key: one evaluator migrates at a time
+
+
+def naive_values(params: Params) -> dict[str, Any]:
+    """A statement's values as the engines bind them: each datetime, alone or in a list (a
+    column of a batch), as naive UTC; everything else as given."""
+    return {name: _naive(value) for name, value in params.items()}
+
+
+def _naive(value: object) -> object:
+    if isinstance(value, datetime):
+        return to_naive_utc(value)
+    if isinstance(value, list | tuple) and isinstance(
+            next((v for v in value if v is not None), None), datetime):
+        # A batch repeats a few instants (one per scrape): each converted once (500,000 one
+        # by one cost 0.6 CPU-s of a 100,000-card ingest cycle).
+        naive = functools.cache(_naive_or_none)
+        return [naive(v) for v in value]
+    return value
+
+
+def _naive_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else to_naive_utc(value)
+
+
+def _aware_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else from_naive_utc(value)
+
+
+def aware_rows(rows: list[Any], times: Sequence[int]) -> list[Any]:
+    """``rows`` with the values of their ``TIMESTAMP`` columns (positions ``times``) as aware
+    UTC datetimes; the rows themselves when there are none."""
+    if not times or not rows:
+        return rows
+    aware = functools.cache(_aware_or_none)  # a result repeats few instants
+    out = []
+    for row in rows:
+        cells = list(row)
+        for i in times:
+            cells[i] = aware(cells[i])
+        out.append(tuple(cells))
+    return out
+
+
+def aware_column(values: list[Any]) -> list[Any]:
+    """One ``TIMESTAMP`` column of a result read column by column, as aware UTC datetimes."""
+    return list(map(functools.cache(_aware_or_none), values))
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +161,16 @@ class Database(ABC):
 
     # -- the same on every engine -------------------------------------------------------------
 
-    def _counted(self, params: object) -> None:
-        """Count a statement about to run; refuse positional parameters (one placeholder style:
-        ``$name`` with a dict, gpu_health.evaluator.store.sql)."""
+    def _counted(self, params: object) -> dict[str, Any] | None:
+        """Count a statement about to run and return its values as the engine binds them
+        (:func:`naive_values`); refuse positional parameters (one placeholder style: ``$name``
+        with a dict, gpu_health.evaluator.store.sql)."""
         if params is not None and not isinstance(params, Mapping):
             raise TypeError("store statements bind named parameters: $name with a dict of "
                             f"values, not a {type(params).__name__}")
         with self._lock:
             self.statements += 1
+        return None if params is None else naive_values(params)
 
     def fetchall(self, sql: str, params: Params | None = None) -> list[Any]:
         result: list[Any] = self.execute(sql, params).fetchall()
@@ -176,7 +230,7 @@ class Database(ABC):
     def insert_columns(self, table: str, columns: Mapping[str, Sequence[object]],
                        casts: Sequence[str]) -> None:
         """Insert one row per position of ``columns`` (name -> values, all the same length;
-        None is NULL, timestamps naive UTC) in one statement: how the store writes a batch.
+        None is NULL, timestamps aware) in one statement: how the store writes a batch.
         Here one list parameter per column, unnested; an engine may read the lists faster."""
         names = list(columns)
         self.execute(f"INSERT INTO {table} ({', '.join(names)}) SELECT "
@@ -197,7 +251,7 @@ class Database(ABC):
     def read_memo(self) -> None:
         """(Re)read the noted values from their tables: the rollup watermark."""
         row = self.fetchone(f"SELECT max(sealed_until) FROM {STATE}")
-        self.memo[SEALED_MEMO] = None if row[0] is None else from_naive_utc(row[0])
+        self.memo[SEALED_MEMO] = row[0]
 
     # -- migrations ---------------------------------------------------------------------------
 
@@ -235,7 +289,7 @@ class Database(ABC):
                 self.execute(
                     "INSERT INTO schema_migrations VALUES ($version, $description, $at)",
                     {"version": version, "description": description,
-                     "at": to_naive_utc(system_clock())},
+                     "at": system_clock()},
                 )
             applied.append(version)
             log.info("applied schema migration %d: %s", version, description)

@@ -71,18 +71,20 @@ def load_rendered(docs: list[dict[str, Any]], tmp: Path) -> Config:
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_rendered_config_loads_in_the_evaluator(name: str, tmp_path: Path) -> None:
     config = load_rendered(template(VALUE_SETS[name], tmp_path), tmp_path)
-    assert config.listen_address == "0.0.0.0:10347"
+    assert config.web.listen_address == "0.0.0.0:10347"
     if name == "postgresql-ha-prometheus":  # the leader reads Prometheus (docs/ha.md)
-        assert config.postgres is not None and config.ingest.source == "prometheus"
+        assert config.storage.postgres is not None and config.ingest.source == "prometheus"
         assert config.ingest.prometheus is not None and config.ingest.prometheus.history is None
         return
     if name == "postgresql-ha":
-        assert config.postgres is not None and config.postgres.password == "pg-secret"
+        pg = config.storage.postgres
+        assert pg is not None and pg.password == "pg-secret"
         assert config.ingest.source == "scrape" and len(config.http_sd_configs) == 1
-        assert config.api_tokens_file is not None
+        assert config.api.tokens_file is not None
         assert config.alertmanagers == ("http://alertmanager-operated.monitoring:9093",)
         return
-    assert config.postgres is None and config.storage_path == tmp_path / "data/gpu-health.duckdb"
+    assert config.storage.postgres is None
+    assert config.storage.path == tmp_path / "data/gpu-health.duckdb"
     if name == "no values":  # the chart's own exporters, through their headless Service
         [dns] = config.dns_sd_configs
         assert config.ingest.source == "scrape" and not config.static_configs
@@ -94,7 +96,7 @@ def test_rendered_config_loads_in_the_evaluator(name: str, tmp_path: Path) -> No
     assert (prometheus.url, prometheus.metrics) == (PROMETHEUS, "ours")
     assert prometheus.selector == 'job="gpu-health-exporter"'
     assert (prometheus.bearer_token is not None) == (name == "existing-secrets")
-    assert (config.api_tokens_file is not None) == (
+    assert (config.api.tokens_file is not None) == (
         name in ("kube-prometheus-stack", "existing-secrets"))
 
 

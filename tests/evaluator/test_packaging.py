@@ -69,7 +69,7 @@ def test_dockerfile_is_multi_stage_non_root_with_both_programs() -> None:
     assert "pip install /dist/gpu_health-*.whl" in build
     baked = load_config(DEPLOY / "evaluator.docker.yml", {})
     assert baked.rules.dir == RULES  # the packaged rule sets
-    assert str(baked.storage_path).startswith("/var/lib/gpu-health/")
+    assert str(baked.storage.path).startswith("/var/lib/gpu-health/")
 
 
 def test_every_copied_path_exists_and_is_not_docker_ignored() -> None:
@@ -98,7 +98,7 @@ def test_our_ports_everywhere() -> None:
     from gpu_health.exporter.settings import Settings
 
     assert Settings().listen_port == 10346
-    assert (Config().listen_host, Config().listen_port) == ("127.0.0.1", 10347)
+    assert (Config().web.listen_host, Config().web.listen_port) == ("127.0.0.1", 10347)
     assert "EXPOSE 10346 10347" in (REPO / "Dockerfile").read_text()
     values = yaml.safe_load((DEPLOY / "helm" / "gpu-health" / "values.yaml").read_text())
     assert (values["exporter"]["port"], values["evaluator"]["port"]) == (10346, 10347)
@@ -138,8 +138,8 @@ def test_evaluator_config_matches_the_compose_network() -> None:
     [group] = config.static_configs
     assert group.targets == ("exporter:10346",)
     assert config.alertmanagers == ("http://alertmanager:9093",)
-    assert config.listen_port == 10347 and config.listen_host == "0.0.0.0"
-    assert config.api_tokens_file == Path("/etc/gpu-health/tokens.yml")
+    assert config.web.listen_port == 10347 and config.web.listen_host == "0.0.0.0"
+    assert config.api.tokens_file == Path("/etc/gpu-health/tokens.yml")
     assert any(v.endswith(":/etc/gpu-health/tokens.yml:ro")
                for v in COMPOSE["services"]["evaluator"]["volumes"])
     datasource = yaml.safe_load(
@@ -240,8 +240,8 @@ def test_ha_compose_example(tmp_path: Path) -> None:
     raw["rules"]["dir"] = str(REPO / "rules")
     raw["api"]["tokens_file"] = str(DEPLOY / "tokens.example.yml")
     config = parse_config(raw, base=tmp_path)
-    assert config.postgres is not None and config.postgres.password == "secret"
-    assert config.postgres.url == "postgresql://gpuhealth@postgres:5432/gpuhealth"
+    assert config.storage.postgres is not None and config.storage.postgres.password == "secret"
+    assert config.storage.postgres.url == "postgresql://gpuhealth@postgres:5432/gpuhealth"
     assert config.ha.lease_ttl == 15
 
 

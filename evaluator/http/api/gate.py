@@ -22,13 +22,13 @@ from contextlib import asynccontextmanager
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from gpu_health.errors import ApiError
-from gpu_health.evaluator.config.api import ApiLimits
+from gpu_health.evaluator.config.api import ApiConfig
 
 RETRY_AFTER_S = 1
 
 
 class ApiGate:
-    def __init__(self, limits: ApiLimits, registry: CollectorRegistry) -> None:
+    def __init__(self, limits: ApiConfig, registry: CollectorRegistry) -> None:
         self.limits = limits
         self._free = asyncio.Semaphore(limits.max_concurrency)
         self._waiting = 0

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 
 from gpu_health.errors import StoreError
-from gpu_health.evaluator.store.db import Database, Params
+from gpu_health.evaluator.store.db import Database, Params, Result, aware_rows, naive_values
 from gpu_health.evaluator.store.engines.duckdb_columns import numpy_columns, rows_of
 from gpu_health.evaluator.store.engines.duckdb_dialect import DIALECT
 
@@ -66,11 +66,20 @@ class DuckDBDatabase(Database):
             self._local.cursor = cur
         return cur
 
-    def execute(self, sql: str, params: Params | None = None) -> Any:
-        """Run one statement on this thread's cursor; count it; wrap driver errors."""
-        self._counted(params)
+    def execute(self, sql: str, params: Params | None = None) -> Result:
+        """Run one statement on this thread's cursor; count it; wrap driver errors; its rows
+        read (TIMESTAMP columns aware, :func:`~gpu_health.evaluator.store.db.aware_rows`)."""
+        cursor = self._run(sql, params)
         try:
-            return self.cursor().execute(sql, params) if params is not None else \
+            rows = cursor.fetchall() if cursor.description is not None else []
+        except duckdb.Error as exc:
+            raise _store_error(exc) from exc
+        return Result(aware_rows(rows, _times(cursor.description)), -1)
+
+    def _run(self, sql: str, params: Params | None) -> duckdb.DuckDBPyConnection:
+        values = self._counted(params)
+        try:
+            return self.cursor().execute(sql, values) if values is not None else \
                 self.cursor().execute(sql)
         except duckdb.Error as exc:
             raise _store_error(exc) from exc
@@ -78,9 +87,9 @@ class DuckDBDatabase(Database):
     def fetchall_wide(self, sql: str, params: Params | None = None) -> list[Any]:
         """The rows read as NumPy columns (``fetchnumpy``), then zipped: DuckDB builds a Python
         value per cell either way, but column by column it skips its row-wise conversion."""
-        result = self.execute(sql, params)
+        cursor = self._run(sql, params)
         try:
-            return rows_of(result.fetchnumpy())
+            return rows_of(cursor.fetchnumpy(), _times(cursor.description))
         except duckdb.Error as exc:
             raise _store_error(exc) from exc
 
@@ -89,7 +98,7 @@ class DuckDBDatabase(Database):
         """One INSERT reading the columns as NumPy arrays (engines/duckdb_columns.py says
         why), registered on this thread's cursor for the statement only."""
         try:
-            arrays, select = numpy_columns(columns, casts)
+            arrays, select = numpy_columns(naive_values(columns), casts)
         except (ValueError, OverflowError, TypeError) as exc:
             raise StoreError(f"a {table} batch does not fit its columns: {exc}",
                              reason="query") from exc
@@ -143,6 +152,11 @@ class DuckDBDatabase(Database):
         except duckdb.Error:
             log.exception("closing %s failed", self.path)
 
+
+
+def _times(description: list[Any] | None) -> list[int]:
+    """The positions of a result's TIMESTAMP columns (naive UTC in the store)."""
+    return [i for i, column in enumerate(description or ()) if column[1] == "TIMESTAMP"]
 
 
 def _store_error(exc: duckdb.Error) -> StoreError:

@@ -17,6 +17,8 @@ from typing import Any, Final
 
 import numpy as np
 
+from gpu_health.evaluator.store.db import aware_column
+
 # The NumPy type of each number or flag column, and what stands in for NULL in its values.
 _NUMBERS: Final[dict[str, tuple[Any, object]]] = {
     "SMALLINT": (np.int64, 0), "INTEGER": (np.int64, 0), "BIGINT": (np.int64, 0),
@@ -54,11 +56,14 @@ def numpy_columns(columns: Mapping[str, Sequence[object]],
     return arrays, select
 
 
-def rows_of(columns: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+def rows_of(columns: Mapping[str, Any], times: Sequence[int]) -> list[tuple[Any, ...]]:
     """Rows from DuckDB's ``fetchnumpy`` columns, as ``fetchall`` gives them: ``tolist`` turns
     each cell into the Python value (a NULL, masked, into None; a TIMESTAMP, datetime64[us],
-    into a naive datetime)."""
-    return list(zip(*(array.tolist() for array in columns.values()), strict=True))
+    into a naive datetime, made aware for the columns at positions ``times``)."""
+    lists = [array.tolist() for array in columns.values()]
+    for i in times:
+        lists[i] = aware_column(lists[i])
+    return list(zip(*lists, strict=True))
 
 
 def _timestamps(values: Sequence[object]) -> Any:

@@ -33,7 +33,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.config.storage import PostgresConfig
-from gpu_health.evaluator.store.db import Database, Params, Result
+from gpu_health.evaluator.store.db import Database, Params, Result, aware_rows
 from gpu_health.evaluator.store.engines.postgres_dialect import (
     COMPAT,
     DIALECT,
@@ -52,6 +52,8 @@ FENCE: ContextVar[Callable[[Database], None] | None] = ContextVar("gpu_health_fe
 # few hundred thousand rows and spilled to disk at the default 4 MB work_mem; JIT compiled its
 # expressions for longer than they ran.
 _SESSION = "-c work_mem=64MB -c jit=off"
+# pg_type's ``timestamp`` (without time zone): the store's naive-UTC columns, read back aware.
+_TIMESTAMP_OID: Final = 1114
 _CONFLICTS = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected,
               psycopg.errors.UniqueViolation)
 
@@ -135,8 +137,10 @@ class PostgresDatabase(Database):
                 cur.execute(sql)
             else:
                 cur.execute(to_pyformat(sql), params)
-            rows = cur.fetchall() if cur.description is not None else []
-            return Result(rows, cur.rowcount)
+            if cur.description is None:
+                return Result([], cur.rowcount)
+            times = [i for i, c in enumerate(cur.description) if c.type_code == _TIMESTAMP_OID]
+            return Result(aware_rows(cur.fetchall(), times), cur.rowcount)
 
     def execute(self, sql: str, params: Params | None = None) -> Any:
         """Run one statement (in this thread's transaction, or alone); count it; wrap errors."""
@@ -144,12 +148,12 @@ class PostgresDatabase(Database):
         if con is None and FENCE.get() is not None:
             with self.transaction():  # the fence is checked before the statement
                 return self.execute(sql, params)
-        self._counted(params)
+        values = self._counted(params)
         try:
             if con is not None:
-                return self._run_on(con, sql, params)
+                return self._run_on(con, sql, values)
             with self._pool.connection() as borrowed:
-                return self._run_on(borrowed, sql, params)
+                return self._run_on(borrowed, sql, values)
         except PoolTimeout as exc:
             raise StoreError(f"PostgreSQL at {self.path}: no connection", reason="unavailable") \
                 from exc

@@ -29,7 +29,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.errors import BacktestError, ConfigError, StoreError
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
@@ -98,7 +97,7 @@ def start_run(db: Database, *, now: datetime, kind: str, source: str | None,
         f"INSERT INTO {MARKER} (run_id, started_at, input_kind, input, options) "
         f"SELECT coalesce(max(run_id), 0) + 1, $now, $kind, $input, $options FROM {MARKER} "
         "RETURNING run_id",
-        {"now": to_naive_utc(now), "kind": kind, "input": source,
+        {"now": now, "kind": kind, "input": source,
          "options": json.dumps(options, sort_keys=True, default=str)},
     )
     return int(row[0])
@@ -108,7 +107,7 @@ def finish_run(db: Database, run_id: int, *, since: datetime, until: datetime,
                report: dict[str, Any]) -> None:
     db.execute(f"UPDATE {MARKER} SET since = $since, until = $until, report = $report "
                "WHERE run_id = $run_id",
-               {"since": to_naive_utc(since), "until": to_naive_utc(until),
+               {"since": since, "until": until,
                 "report": json.dumps(report), "run_id": run_id})
 
 
@@ -118,7 +117,7 @@ def imported_period(db: Database) -> tuple[datetime, datetime] | None:
                       "ORDER BY run_id LIMIT 1")
     if row is None:
         return None
-    return from_naive_utc(row[0]), from_naive_utc(row[1])
+    return row[0], row[1]
 
 
 def imported_assumptions(db: Database) -> dict[str, Any] | None:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.store.db import Database
 
@@ -34,8 +33,6 @@ def append_segments(db: Database, rows: Sequence[tuple[Any, ...]]) -> None:
     if not rows:
         return
     cols: list[list[Any]] = [[r[i] for r in rows] for i in range(6)]
-    cols[2] = [to_naive_utc(t) for t in cols[2]]
-    cols[3] = [to_naive_utc(t) for t in cols[3]]
     db.insert_columns("bt_segments", dict(zip(SEGMENT_COLUMNS, cols, strict=True)),
                       _SEGMENT_TYPES)
 
@@ -83,7 +80,7 @@ def expand_segments(db: Database, start: datetime, end: datetime, period: timede
             FROM bt_segments
             WHERE first_at < $a + to_microseconds($span) AND last_at >= $a)
         ORDER BY ts, node_id, gpu_index""",
-        {"a": to_naive_utc(start), "span": (end - start) // _US, "p": period // _US},
+        {"a": start, "span": (end - start) // _US, "p": period // _US},
     )
     return int(row[0])
 
@@ -93,5 +90,4 @@ def sample_span(db: Database) -> tuple[datetime | None, datetime | None, int]:
     lo, hi, n = db.fetchone("SELECT min(sampled_at), max(sampled_at), count(*) "
                             "FROM gpu_health_samples WHERE source = $source",
                             {"source": SOURCE_REAL})
-    return (None if lo is None else from_naive_utc(lo),
-            None if hi is None else from_naive_utc(hi), int(n))
+    return lo, hi, int(n)

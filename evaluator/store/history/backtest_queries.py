@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.model import FirstFault
 from gpu_health.evaluator.store.db import Database
@@ -130,9 +129,9 @@ def uncorrected_increase_points(db: Database, since: datetime,
             HAVING max(ecc_uncorrected_total) > min(ecc_uncorrected_total)
         )
         {ECC_INCREASES} ORDER BY sampled_at""",
-        {"source": SOURCE_REAL, "since": to_naive_utc(since), "until": to_naive_utc(until)},
+        {"source": SOURCE_REAL, "since": since, "until": until},
     )
-    return [(str(n), int(i), None if u is None else str(u), from_naive_utc(at))
+    return [(str(n), int(i), None if u is None else str(u), at)
             for n, i, u, at in rows]
 
 
@@ -146,8 +145,8 @@ def existing_predictions(db: Database, version: str) -> tuple[
                           "FROM gpu_health_predictions WHERE rule_version = $version "
                           "AND status = 'pending' ORDER BY t0", {"version": version})
     return (window_ends(db, version),
-            [(str(p), str(n), int(i), None if u is None else str(u), from_naive_utc(t),
-              from_naive_utc(e)) for p, n, i, u, t, e in pending])
+            [(str(p), str(n), int(i), None if u is None else str(u), t, e)
+             for p, n, i, u, t, e in pending])
 
 
 def window_ends(db: Database, version: str) -> list[tuple[str, int, datetime]]:
@@ -156,7 +155,7 @@ def window_ends(db: Database, version: str) -> list[tuple[str, int, datetime]]:
     rows = db.fetchall("SELECT node_id, gpu_index, max(window_end) FROM gpu_health_predictions "
                        "WHERE rule_version = $version GROUP BY node_id, gpu_index",
                        {"version": version})
-    return [(str(n), int(i), from_naive_utc(e)) for n, i, e in rows]
+    return [(str(n), int(i), e) for n, i, e in rows]
 
 
 def counts_by(db: Database, version: str, column: str) -> dict[str, dict[str, int]]:
@@ -178,7 +177,7 @@ _FAULTS: Final = """f AS (
 
 def _fault_params(faults: Sequence[FirstFault]) -> dict[str, Any]:
     return {"n": [f[0] for f in faults], "i": [f[1] for f in faults],
-            "u": [f[2] for f in faults], "at": [to_naive_utc(f[3]) for f in faults]}
+            "u": [f[2] for f in faults], "at": [f[3] for f in faults]}
 
 
 # Each fault joined to the version's predictions whose window (t0, window_end] holds it, one
@@ -216,7 +215,7 @@ def credited_from_before(db: Database, version: str, faults: Sequence[FirstFault
     row = db.fetchone(
         f"""WITH {_FAULTS}
         SELECT count(*) FROM (SELECT 1 FROM {_HELD} HAVING min(p.t0) < $since) x""",
-        {**_fault_params(faults), "v": version, "since": to_naive_utc(since)},
+        {**_fault_params(faults), "v": version, "since": since},
     )
     return int(row[0]) if row else 0
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.rollup_sql import EDGES
 
@@ -30,20 +29,20 @@ class Marker:
 
 def begin(db: Database, now: datetime, since: datetime, until: datetime) -> None:
     db.execute(f"INSERT INTO {TABLE} (started_at, since, until) VALUES ($now, $since, $until)",
-               {"now": to_naive_utc(now), "since": to_naive_utc(since),
-                "until": to_naive_utc(until)})
+               {"now": now, "since": since,
+                "until": until})
 
 
 def finish(db: Database, now: datetime) -> None:
     db.execute(f"UPDATE {TABLE} SET completed_at = $now WHERE completed_at IS NULL",
-               {"now": to_naive_utc(now)})
+               {"now": now})
 
 
 def interrupted(db: Database) -> Marker | None:
     """The import that began and never completed, if any."""
     row = db.fetchone(f"SELECT started_at, since, until FROM {TABLE} WHERE completed_at IS NULL "
                       "ORDER BY started_at DESC LIMIT 1")
-    return None if row is None else Marker(*(from_naive_utc(v) for v in row))
+    return None if row is None else Marker(*row)
 
 
 def undo(db: Database) -> int:

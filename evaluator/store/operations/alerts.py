@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.durations import format_duration
 from gpu_health.evaluator.store.conflicts import retry_conflicts
 from gpu_health.evaluator.store.db import Database
@@ -95,10 +94,6 @@ class AlertView:
     node_gpus: tuple[int, ...] = ()  # GPUs of the node with a live real prediction
 
 
-def _time(value: Any) -> datetime | None:
-    return None if value is None else from_naive_utc(value)
-
-
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -107,12 +102,12 @@ def _view(row: Sequence[Any]) -> AlertView:
     (aid, node, tenant, opened, sent, closed, by, why, pid, gpu, uuid, version, window, t0,
      end, signal, layer, evidence, status, outcome, gpus) = row
     return AlertView(
-        id=str(aid), node_id=str(node), tenant=_str(tenant), opened_at=from_naive_utc(opened),
-        last_sent_at=_time(sent), closed_at=_time(closed), closed_by=_str(by),
+        id=str(aid), node_id=str(node), tenant=_str(tenant), opened_at=opened,
+        last_sent_at=sent, closed_at=closed, closed_by=_str(by),
         close_reason=_str(why), prediction_id=str(pid),
         gpu_index=None if gpu is None else int(gpu), gpu_uuid=_str(uuid),
         rule_version=_str(version), window_days=None if window is None else int(window),
-        t0=_time(t0), window_end=_time(end), signal=_str(signal), layer=_str(layer),
+        t0=t0, window_end=end, signal=_str(signal), layer=_str(layer),
         evidence=_str(evidence), prediction_status=_str(status), outcome=_str(outcome),
         node_gpus=tuple(int(g) for g in gpus or ()),
     )
@@ -129,7 +124,7 @@ def _audit(db: Database, now: datetime, actor: str, action: str,
         "reason, seq) SELECT $at, $actor, $action, unnest($nodes::VARCHAR[]), "
         "unnest($ids::VARCHAR[]), unnest($reasons::VARCHAR[]), (SELECT coalesce(max(seq), 0) "
         "FROM gpu_health_alert_audit) + unnest($ords::BIGINT[])",
-        {"at": to_naive_utc(now), "actor": actor, "action": action,
+        {"at": now, "actor": actor, "action": action,
          "ords": list(range(1, len(rows) + 1)),
          "nodes": [r[0] for r in rows], "ids": [r[1] for r in rows],
          "reasons": [r[2] for r in rows]},
@@ -139,7 +134,7 @@ def _audit(db: Database, now: datetime, actor: str, action: str,
 def open_new_alerts(db: Database, now: datetime) -> list[tuple[str, str, str]]:
     """Open the alerts the predictions call for; (alert id, node, prediction id) of new ones."""
     with db.transaction():
-        rows = db.fetchall(_OPEN, {"now": to_naive_utc(now)})
+        rows = db.fetchall(_OPEN, {"now": now})
         opened = [(str(a), str(n), str(p)) for a, n, p in rows]
         _audit(db, now, SYSTEM_ACTOR, "open",
                [(node, aid, f"prediction {pid}") for aid, node, pid in opened])
@@ -149,7 +144,7 @@ def open_new_alerts(db: Database, now: datetime) -> list[tuple[str, str, str]]:
 def open_alerts(db: Database, now: datetime) -> list[AlertView]:
     """Every open alert, oldest first."""
     sql = fill_statement(_VIEW, where="a.closed_at IS NULL")
-    return [_view(r) for r in db.fetchall(sql, {"now": to_naive_utc(now)})]
+    return [_view(r) for r in db.fetchall(sql, {"now": now})]
 
 
 def closing_alerts(db: Database, now: datetime, horizon: timedelta) -> list[AlertView]:
@@ -157,7 +152,7 @@ def closing_alerts(db: Database, now: datetime, horizon: timedelta) -> list[Aler
     within ``horizon`` (older ones have long expired in Alertmanager on their own)."""
     sql = fill_statement(_VIEW, where="a.closed_at IS NOT NULL AND a.end_sent_at IS NULL "
                              "AND a.closed_at >= $since")
-    params = {"now": to_naive_utc(now), "since": to_naive_utc(now - horizon)}
+    params = {"now": now, "since": now - horizon}
     return [_view(r) for r in db.fetchall(sql, params)]
 
 
@@ -168,11 +163,11 @@ def mark_sent(db: Database, sent: Collection[str], ended: Collection[str],
     if sent:
         db.execute("UPDATE gpu_health_alerts SET last_sent_at = $now "
                    "WHERE list_contains($ids, id)",
-                   {"now": to_naive_utc(now), "ids": sorted(sent)})
+                   {"now": now, "ids": sorted(sent)})
     if ended:
         db.execute("UPDATE gpu_health_alerts SET end_sent_at = $now "
                    "WHERE list_contains($ids, id) AND closed_at IS NOT NULL",
-                   {"now": to_naive_utc(now), "ids": sorted(ended)})
+                   {"now": now, "ids": sorted(ended)})
 
 
 def resolve_alert(db: Database, node_id: str, *, actor: str, reason: str,
@@ -185,7 +180,7 @@ def resolve_alert(db: Database, node_id: str, *, actor: str, reason: str,
                 "UPDATE gpu_health_alerts SET closed_at = $now, closed_by = $actor, "
                 "close_reason = $reason WHERE node_id = $node AND closed_at IS NULL "
                 "RETURNING id",
-                {"now": to_naive_utc(now), "actor": actor, "reason": reason, "node": node_id},
+                {"now": now, "actor": actor, "reason": reason, "node": node_id},
             )
             if not rows:
                 return None
@@ -196,14 +191,14 @@ def resolve_alert(db: Database, node_id: str, *, actor: str, reason: str,
     if alert_id is None:
         return None
     sql = fill_statement(_VIEW, where="a.id = $id")
-    return _view(db.fetchall(sql, {"now": to_naive_utc(now), "id": alert_id})[0])
+    return _view(db.fetchall(sql, {"now": now, "id": alert_id})[0])
 
 
 def close_removed_nodes(db: Database, present: Collection[str], *, grace: timedelta,
                         now: datetime) -> list[tuple[str, str]]:
     """Track open alerts whose node is not among the ``present`` target nodes; close those
     missing for ``grace`` (actor ``system``, audited). Returns (alert id, node) closed now."""
-    params: dict[str, Any] = {"now": to_naive_utc(now), "present": sorted(present)}
+    params: dict[str, Any] = {"now": now, "present": sorted(present)}
     reason = (f"node removed from the scrape targets for more than {format_duration(grace)} "
               "(not a recovery: the card was not observed healthy)")
     with db.transaction():
@@ -218,7 +213,7 @@ def close_removed_nodes(db: Database, present: Collection[str], *, grace: timede
             "close_reason = $reason WHERE closed_at IS NULL "
             "AND node_absent_since <= $cutoff RETURNING id, node_id",
             {"now": params["now"], "actor": SYSTEM_ACTOR, "reason": reason,
-             "cutoff": to_naive_utc(now - grace)},
+             "cutoff": now - grace},
         )
         closed = [(str(a), str(n)) for a, n in rows]
         _audit(db, now, SYSTEM_ACTOR, "close_node_removed",

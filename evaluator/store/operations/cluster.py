@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from gpu_health.clock import from_naive_utc
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.store.db import Database
 
@@ -96,7 +95,7 @@ def sync(db: Database, me: str, address: str | None, ttl: timedelta,
         "WHERE heartbeat_at > now() - to_microseconds($ttl_us) ORDER BY member_id",
         {"ttl_us": ttl // _US})
     lease = LeaseView(None, None, None, False) if row is None else LeaseView(
-        str(row[0]), int(row[1]), from_naive_utc(row[2]), str(row[0]) == me)
+        str(row[0]), int(row[1]), row[2], str(row[0]) == me)
     return ClusterView(lease, tuple(Member(str(m), None if a is None else str(a))
                                     for m, a in members))
 

@@ -13,7 +13,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.sql import unnest_rows
 
@@ -94,7 +93,7 @@ def record(db: Database, now: datetime, actor: str, entries: Sequence[AuditEntry
         f"INSERT INTO gpu_health_remediations (happened_at, seq, {', '.join(_COLUMNS)}) "
         f"SELECT $happened_at, (SELECT coalesce(max(seq), 0) FROM gpu_health_remediations) "
         f"+ unnest($seqs::BIGINT[]), {unnest_rows(_COLUMNS, casts)}",
-        {"happened_at": to_naive_utc(now), "seqs": list(range(1, len(new) + 1)),
+        {"happened_at": now, "seqs": list(range(1, len(new) + 1)),
          **{name: list(c) for name, c in zip(_COLUMNS, columns, strict=True)}})
     return new
 
@@ -106,6 +105,6 @@ def audit(db: Database, node_id: str | None = None, limit: int = 100) -> list[
     rows = db.fetchall(
         f"SELECT happened_at, {', '.join(_COLUMNS)} FROM gpu_health_remediations {where} "
         f"ORDER BY happened_at DESC, seq DESC LIMIT $limit", {**params, "limit": limit})
-    return [(from_naive_utc(at), str(actor), AuditEntry(step, result, aid, node, slurm, reason, gpu,
+    return [(at, str(actor), AuditEntry(step, result, aid, node, slurm, reason, gpu,
                                                    card, sreason))
             for at, actor, step, result, aid, node, slurm, gpu, card, sreason, reason in rows]

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Final
 
-from gpu_health.clock import to_naive_utc
 from gpu_health.contract import MEMORY_XIDS, RECOVERY_ACTIONS
 from gpu_health.evaluator.model import CardSlot, PhysicalCard
 from gpu_health.evaluator.rules.actions import CardState
@@ -27,8 +26,8 @@ LOOKBACK: Final = timedelta(days=7)
 def card_states(db: Database, *, now: datetime, source: str, xid_window: timedelta,
                 nodes: Sequence[str] | None = None) -> dict[PhysicalCard, CardState]:
     """Per card (node, index, UUID of its newest row) its :class:`CardState`."""
-    params: dict[str, object] = {"source": source, "now": to_naive_utc(now),
-                                 "since": to_naive_utc(now - LOOKBACK)}
+    params: dict[str, object] = {"source": source, "now": now,
+                                 "since": now - LOOKBACK}
     where = ""
     if nodes is not None:
         params["nodes"] = list(nodes)
@@ -41,7 +40,7 @@ def card_states(db: Database, *, now: datetime, source: str, xid_window: timedel
         WHERE source = $source AND sampled_at <= $now AND sampled_at >= $since{where}
         ORDER BY node_id, gpu_index, sampled_at DESC""", params)
     xid_params = {k: v for k, v in params.items() if k != "since"}
-    xids = _recent_xids(db, xid_params | {"xsince": to_naive_utc(now - xid_window),
+    xids = _recent_xids(db, xid_params | {"xsince": now - xid_window,
                                           "xids": list(MEMORY_XIDS)}, where)
     return {(str(n), int(i), None if u is None else str(u)):
             CardState(pending, failure, none, xids.get((str(n), int(i)), frozenset()),

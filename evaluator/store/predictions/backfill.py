@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.evaluator.rules.faults import fault_xids_from_json
 from gpu_health.evaluator.rules.outcome import WindowObservation
 from gpu_health.evaluator.store.db import Database
@@ -174,10 +173,6 @@ ORDER BY p.id
 """
 
 
-def _time(value: Any) -> datetime | None:
-    return None if value is None else from_naive_utc(value)
-
-
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 
@@ -187,16 +182,15 @@ def observe_pending(db: Database, now: datetime,
     """Observations of the pending predictions that can be decided now (a fault was seen, or
     the window is over). Rows after ``now`` (future-dated) are never looked at. ``ids``: only
     these predictions (a replay observing one window on behalf of identical ones)."""
-    naive = to_naive_utc(now)
     refresh_edges(db, now)
     sealed_at = sealed_until(db)
-    sealed = to_naive_utc(sealed_at or EPOCH)
+    sealed = sealed_at or EPOCH
     only = "" if ids is None else " AND id IN (SELECT unnest($only_ids::VARCHAR[]))"
     pend = fill_statement(_PEND, only=only)
     # One cheap lookup: the oldest raw row any window still needs bounds the sample scan (row
     # groups before it are skipped), and each pending version's frozen fault definition. With
     # nothing pending the big query is not run at all.
-    base: dict[str, Any] = {"now": naive, "sealed": sealed}
+    base: dict[str, Any] = {"now": now, "sealed": sealed}
     if ids is not None:
         base["only_ids"] = list(ids)
     versions = db.fetchall(fill_statement(_PENDING_VERSIONS, pend=pend), base)
@@ -228,15 +222,15 @@ def _row(r: Sequence[Any]) -> WindowObservation:
         samples=int(r[3]),
         other_uuid_samples=int(r[4]),
         other_uuid=None if r[5] is None else str(r[5]),
-        other_uuid_at=_time(r[6]),
+        other_uuid_at=r[6],
         known_uncorrected=int(r[7]),
         uncorrected_at_t0=_int(r[8]),
         max_uncorrected=_int(r[9]),
-        last_sample_at=_time(r[10]),
-        fault_at=_time(r[11]),
+        last_sample_at=r[10],
+        fault_at=r[11],
         fault_before=_int(r[12]),
         fault_after=_int(r[13]),
-        xid_fault_at=_time(r[14]),
+        xid_fault_at=r[14],
         xid=_int(r[15]),
         xid_before=_int(r[16]),
         xid_after=_int(r[17]),

@@ -40,7 +40,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.evaluator.model import CardSlot
 from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
@@ -74,7 +73,7 @@ def feature_rows(db: Database, at: Sequence[datetime], source: str, params: Rule
                  chunk: int = 48, cards: Sequence[CardSlot] | None = None) -> list[Any]:
     """The rows :func:`card_features` builds its features from (naive UTC times; a replay
     that decides few of them converts only those, :func:`row_to_features`)."""
-    times = sorted({to_naive_utc(t) for t in at})
+    times = sorted(set(at))
     size = max(1, chunk)
     result: list[Any] = []
     for start in range(0, len(times), size):
@@ -145,8 +144,8 @@ def _hour_counts(db: Database, lo: datetime, params: RuleParams) -> dict[str, An
     ``$day_lo`` to ``$sealed``, the raw rows from ``$raw_lo`` on."""
     first = lo - timedelta(minutes=params.boundary_max_age_minutes, days=params.baseline_days,
                            hours=1)
-    sealed = to_naive_utc(watermark(db))
-    return {"day_lo": to_naive_utc(day_floor(from_naive_utc(first))), "sealed": sealed,
+    sealed = watermark(db)
+    return {"day_lo": day_floor(first), "sealed": sealed,
             "raw_lo": max(first, sealed)}
 
 
@@ -180,8 +179,8 @@ def row_to_features(row: Sequence[Any], source: str, params: RuleParams) -> Card
         gpu_index=int(gpu_index),
         gpu_uuid=None if gpu_uuid is None else str(gpu_uuid),
         source=source,
-        at=from_naive_utc(at),
-        t0=from_naive_utc(t0),
+        at=at,
+        t0=t0,
         corrected=tuple(_int(v) for v in corr[:-1]),
         corrected_baseline=_int(corr[-1]),
         baseline_samples=int(n_corr),

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from gpu_health.clock import from_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.store.db import Database
 
@@ -43,8 +42,8 @@ def open_predictions(db: Database, *,
     )
     return tuple(
         OpenPrediction(str(node), int(gpu), None if uuid is None else str(uuid), str(version),
-                       int(window), str(signal), str(layer), from_naive_utc(t0),
-                       from_naive_utc(end))
+                       int(window), str(signal), str(layer), t0,
+                       end)
         for node, gpu, uuid, version, window, signal, layer, t0, end in rows
     )
 

@@ -20,10 +20,9 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.evaluator.model import RESOLVED
 from gpu_health.evaluator.rules.evaluation import Decision
 from gpu_health.evaluator.rules.outcome import Outcome
@@ -61,8 +60,9 @@ def run_idempotent(db: Database, sql: str, params: Params) -> list[Any]:
 
 def prediction_id(node_id: str, gpu_index: int, gpu_uuid: str | None, source: str,
                   rule_version: str, window_days: int, t0: datetime) -> str:
-    """Deterministic id; t0 is formatted as stored (naive UTC, microseconds)."""
-    stored = to_naive_utc(t0).isoformat(sep=" ", timespec="microseconds")
+    """Deterministic id; t0 is written as the store holds it (UTC without an offset, to the
+    microsecond), the text every earlier release hashed."""
+    stored = t0.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
     key = "|".join((node_id, str(gpu_index), gpu_uuid or "", source, rule_version,
                     str(window_days), stored))
     return hashlib.sha256(key.encode()).hexdigest()[:32]
@@ -107,7 +107,7 @@ def insert_predictions(db: Database, decisions: Sequence[Decision], *, rule_vers
     params = {
         "version": rule_version,
         "window_days": window_days,
-        "now": to_naive_utc(now),
+        "now": now,
         "shadow": shadow,
         "ids": [prediction_id(x.node_id, x.gpu_index, x.gpu_uuid, x.source, rule_version,
                               window_days, x.t0) for x in f],
@@ -115,7 +115,7 @@ def insert_predictions(db: Database, decisions: Sequence[Decision], *, rule_vers
         "indexes": [x.gpu_index for x in f],
         "uuids": [x.gpu_uuid for x in f],
         "sources": [x.source for x in f],
-        "t0s": [to_naive_utc(x.t0) for x in f],
+        "t0s": [x.t0 for x in f],
         "signals": [d.signal for d in decisions],
         "layers": [d.layer for d in decisions],
         "evidence": [d.evidence for d in decisions],
@@ -130,8 +130,8 @@ def _new_prediction(row: Sequence[Any]) -> NewPrediction:
      predicted_at, signal, layer, evidence, unc0) = row
     return NewPrediction(
         str(pid), str(node_id), int(gpu_index), None if gpu_uuid is None else str(gpu_uuid),
-        str(source), str(version), int(window_days), from_naive_utc(t0),
-        from_naive_utc(window_end), from_naive_utc(predicted_at), str(signal), str(layer),
+        str(source), str(version), int(window_days), t0,
+        window_end, predicted_at, str(signal), str(layer),
         str(evidence), None if unc0 is None else int(unc0),
     )
 
@@ -154,7 +154,7 @@ def resolve(db: Database, outcomes: Sequence[Outcome], now: datetime) -> dict[st
             continue
         rows = run_idempotent(db, _RESOLVE, {
             "status": status,
-            "now": to_naive_utc(now),
+            "now": now,
             "ids": [o.prediction_id for o in chosen],
             "outcomes": [o.explanation for o in chosen],
         })
@@ -195,9 +195,9 @@ def insert_rows(db: Database, rows: Sequence[NewPrediction]) -> None:
         "ids": [r.id for r in rows], "nodes": [r.node_id for r in rows],
         "indexes": [r.gpu_index for r in rows], "uuids": [r.gpu_uuid for r in rows],
         "sources": [r.source for r in rows], "versions": [r.rule_version for r in rows],
-        "windows": [r.window_days for r in rows], "t0s": [to_naive_utc(r.t0) for r in rows],
-        "ends": [to_naive_utc(r.window_end) for r in rows],
-        "predicted": [to_naive_utc(r.predicted_at) for r in rows],
+        "windows": [r.window_days for r in rows], "t0s": [r.t0 for r in rows],
+        "ends": [r.window_end for r in rows],
+        "predicted": [r.predicted_at for r in rows],
         "signals": [r.signal for r in rows], "layers": [r.layer for r in rows],
         "evidence": [r.evidence for r in rows], "unc0": [r.uncorrected_at_t0 for r in rows],
     })
@@ -222,7 +222,7 @@ def resolve_each(db: Database, decided: Sequence[tuple[Outcome, datetime]]) -> d
     rows = run_idempotent(db, _RESOLVE_EACH, {
         "ids": [o.prediction_id for o, _ in decided],
         "statuses": [o.status for o, _ in decided],
-        "ats": [to_naive_utc(at) for _, at in decided],
+        "ats": [at for _, at in decided],
         "outcomes": [o.explanation for o, _ in decided],
     })
     written = {str(r[0]) for r in rows}

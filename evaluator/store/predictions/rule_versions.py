@@ -16,7 +16,6 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.errors import RuleError
 from gpu_health.evaluator.rules.ruleset import RuleSet, params_diff
 from gpu_health.evaluator.store.db import Database
@@ -42,14 +41,14 @@ def register_rule_version(db: Database, *, version: str, base_version: str, para
         "INSERT INTO gpu_health_rule_versions VALUES ($version, $base_version, $params_hash, "
         "$params_json, $now) ON CONFLICT DO NOTHING",
         {"version": version, "base_version": base_version, "params_hash": params_hash,
-         "params_json": params_json, "now": to_naive_utc(now)},
+         "params_json": params_json, "now": now},
     )
     row = db.fetchone(
         "SELECT version, base_version, params_hash, params_json, first_used_at "
         "FROM gpu_health_rule_versions WHERE version = $version", {"version": version},
     )
     return StoredRuleVersion(str(row[0]), str(row[1]), str(row[2]), str(row[3]),
-                             from_naive_utc(row[4]))
+                             row[4])
 
 
 def reregister_unused_rule_version(db: Database, *, version: str, params_hash: str,
@@ -63,7 +62,7 @@ def reregister_unused_rule_version(db: Database, *, version: str, params_hash: s
         WHERE version = $version AND NOT EXISTS (
             SELECT 1 FROM gpu_health_predictions WHERE rule_version = $version)
         RETURNING version""",
-        {"version": version, "hash": params_hash, "json": params_json, "now": to_naive_utc(now)},
+        {"version": version, "hash": params_hash, "json": params_json, "now": now},
     )
     return bool(rows)
 

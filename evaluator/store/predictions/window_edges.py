@@ -17,7 +17,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from gpu_health.clock import to_naive_utc
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.readings.rollups import WRITING, sealed_until
 from gpu_health.evaluator.store.rollup_sql import AGGREGATE, EDGES, FIELDS, prev_unc
@@ -68,7 +67,7 @@ def refresh_edges(db: Database, now: datetime) -> int:
         sealed = sealed_until(db)
         if sealed is None:
             return 0
-        need = db.fetchall(_NEED, {"sealed": to_naive_utc(sealed), "now": to_naive_utc(now)})
+        need = db.fetchall(_NEED, {"sealed": sealed, "now": now})
         if not need:
             return 0
         # Edges of resolved predictions are never read again; retention deletes them.

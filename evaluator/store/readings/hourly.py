@@ -19,7 +19,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Final
 
-from gpu_health.clock import epoch_us, to_naive_utc
+from gpu_health.clock import epoch_us
 from gpu_health.evaluator.rules.evaluation import CardFeatures
 from gpu_health.evaluator.rules.params import RuleParams
 from gpu_health.evaluator.rules.signals import last_increase, reaches_min_increase
@@ -60,7 +60,7 @@ def hourly_values(db: Database, source: str, heads: Sequence[Head], hours: int,
     if not heads:
         return []
     cards = sorted({(h[0], h[1]) for h in heads})
-    t0s = [to_naive_utc(h[3]) for h in heads]
+    t0s = [h[3] for h in heads]
     rows = db.fetchall(_ROWS, {
         "nodes": [c[0] for c in cards], "idx": [c[1] for c in cards], "source": source,
         "lo": min(t0s) - timedelta(hours=hours) - max_age, "hi": max(t0s)})

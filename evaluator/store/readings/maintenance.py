@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from gpu_health.clock import to_naive_utc
 from gpu_health.contract import SOURCE_SIMULATED
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.store.db import Database
@@ -62,7 +61,7 @@ def upsert_nodes(db: Database, nodes: Sequence[NodeRecord]) -> int:
             "node_id": [n.node_id for n in nodes],
             "tenant": [n.tenant for n in nodes],
             "target": [n.target for n in nodes],
-            "last_seen": [to_naive_utc(n.last_seen) for n in nodes],
+            "last_seen": [n.last_seen for n in nodes],
             "listed_cards": [n.listed_cards for n in nodes],
             "listed_source": [n.listed_source for n in nodes],
         },
@@ -88,7 +87,7 @@ def delete_samples_before(db: Database, cutoff: datetime) -> Deleted:
     with db.transaction():
         deleted = db.modify(
             "DELETE FROM gpu_health_samples WHERE sampled_at < $cutoff",
-            {"cutoff": to_naive_utc(cutoff)}
+            {"cutoff": cutoff}
         )
         rollups.after_retention(db, cutoff)
         xids = delete_xid_samples_before(db, cutoff)

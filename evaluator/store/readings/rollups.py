@@ -38,7 +38,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.rollup_sql import (
     DAYS,
@@ -97,7 +96,7 @@ def covered(db: Database, until: datetime) -> datetime:
 def _summarise(db: Database, lo: datetime, hi: datetime, parts: int = 1) -> None:
     """Replace the rollups of every series for the days in [lo, hi): one statement, or ``parts``
     statements over disjoint sets of nodes (a day of a very large fleet, bounded memory)."""
-    params = {"lo": to_naive_utc(lo), "hi": to_naive_utc(hi)}
+    params = {"lo": lo, "hi": hi}
     db.execute(f"DELETE FROM {DAYS} WHERE day >= $lo AND day < $hi", params)
     if parts <= 1:
         db.execute(f"INSERT INTO {DAYS} {day_segments()}", params)
@@ -136,7 +135,7 @@ def _seal(db: Database, now: datetime) -> int:
         return 0
     if start is None:
         row = db.fetchone("SELECT min(sampled_at) FROM gpu_health_samples")
-        start = target if row[0] is None else min(day_floor(from_naive_utc(row[0])), target)
+        start = target if row[0] is None else min(day_floor(row[0]), target)
     if start == target:
         _set_watermark(db, target)  # nothing to summarise (an empty store)
         return 0
@@ -173,8 +172,8 @@ def _seal_part(db: Database, lo: datetime, hi: datetime) -> None:
     """Merge the rows in [lo, hi) (one day's) into that day's segments. The merged rows go
     through a temporary table: the day's old segments are read and replaced."""
     _, parts = _chunks(db, lo, hi)
-    day = {"day": to_naive_utc(day_floor(lo))}
-    span = day | {"lo": to_naive_utc(lo), "hi": to_naive_utc(hi)}
+    day = {"day": day_floor(lo)}
+    span = day | {"lo": lo, "hi": hi}
     columns = f"{SERIES}, day, {FIELD_LIST}, corr_hours"
     with db.transaction():
         _seal_lock(db)
@@ -194,14 +193,14 @@ def _chunks(db: Database, start: datetime, end: datetime) -> tuple[int, int]:
     day holds more (100,000 cards: ~29 M rows a day), so memory stays bounded."""
     row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE sampled_at >= $start "
                       "AND sampled_at < $end",
-                      {"start": to_naive_utc(start), "end": to_naive_utc(end)})
+                      {"start": start, "end": end})
     per_day = max(1, int(row[0]) // max(1, (end - start) // DAY))
     return max(1, min(366, CHUNK_ROWS // per_day)), -(-per_day // CHUNK_ROWS)
 
 
 def _set_watermark(db: Database, at: datetime) -> None:
     db.execute(f"DELETE FROM {STATE}")
-    db.execute(f"INSERT INTO {STATE} VALUES ($at)", {"at": to_naive_utc(at)})
+    db.execute(f"INSERT INTO {STATE} VALUES ($at)", {"at": at})
     db.memo[SEALED_MEMO] = at  # a rollback clears the memo: the next read asks the table
 
 
@@ -234,10 +233,10 @@ def after_insert(db: Database, rows: Iterable[tuple[str, str, int, datetime]]) -
         return 0
     keys: dict[str, Any] = {
         "t_source": [t[0] for t in touched], "t_node": [t[1] for t in touched],
-        "t_idx": [t[2] for t in touched], "t_day": [to_naive_utc(t[3]) for t in touched]}
+        "t_idx": [t[2] for t in touched], "t_day": [t[3] for t in touched]}
     # a partly sealed day (hourly sealing) is summarised up to the watermark only
-    span = {"lo": to_naive_utc(min(t[3] for t in touched)),
-            "hi": to_naive_utc(min(max(t[3] for t in touched) + DAY, sealed))}
+    span = {"lo": min(t[3] for t in touched),
+            "hi": min(max(t[3] for t in touched) + DAY, sealed)}
     db.execute(f"""{_RESUMMARISE}
         DELETE FROM {DAYS} d WHERE EXISTS (SELECT 1 FROM touched t
             WHERE t.source = d.source AND t.node_id = d.node_id AND t.gpu_index = d.gpu_index
@@ -260,10 +259,10 @@ def after_retention(db: Database, cutoff: datetime) -> None:
     the days gone, the edges of windows starting on a deleted or cut day (and of resolved
     predictions), and the cut day summarised again when sealed. Call inside that transaction."""
     first = day_floor(cutoff)
-    db.execute(f"DELETE FROM {DAYS} WHERE day < $first", {"first": to_naive_utc(first)})
+    db.execute(f"DELETE FROM {DAYS} WHERE day < $first", {"first": first})
     db.execute(f"DELETE FROM {EDGES} WHERE prediction_id NOT IN (SELECT id FROM "
                "gpu_health_predictions WHERE status = 'pending' AND t0 >= $after)",
-               {"after": to_naive_utc(first + DAY)})
+               {"after": first + DAY})
     sealed = sealed_until(db)
     if cutoff > first and sealed is not None and first < sealed:
         _summarise(db, first, min(first + DAY, sealed))

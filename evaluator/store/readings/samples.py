@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from gpu_health.clock import from_naive_utc, to_naive_utc, to_naive_utc_each
 from gpu_health.contract import COUNTER_KEYS, DETAIL_KEYS
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.model import CardKey, Counters, MemoryDetails, Sample
@@ -33,7 +32,7 @@ def _row_to_sample(row: Sequence[object]) -> Sample:
     return Sample(
         key=CardKey(str(node_id), gpu_index, str(source)),
         gpu_uuid=None if gpu_uuid is None else str(gpu_uuid),
-        sampled_at=from_naive_utc(sampled_at),
+        sampled_at=sampled_at,
         counters=Counters(*known[:n]),
         details=MemoryDetails(*known[n:]),
     )
@@ -44,13 +43,13 @@ def insert_samples(db: Database, samples: Sequence[Sample]) -> int:
     if not samples:
         return 0
     columns: list[list[object]] = [[] for _ in _COLUMNS]
-    for s, at in zip(samples, to_naive_utc_each(s.sampled_at for s in samples), strict=True):
+    for s in samples:
         values = (
             s.key.node_id,
             s.key.gpu_index,
             s.gpu_uuid,
             s.key.source,
-            at,
+            s.sampled_at,
             *s.counters.as_tuple(),
             *s.details.as_tuple(),
         )
@@ -89,7 +88,7 @@ def latest_rows(
     bound = ""
     if since is not None:
         bound = "WHERE s.sampled_at >= $since"
-        params["since"] = to_naive_utc(since)
+        params["since"] = since
     rows = db.fetchall(
         f"""
         SELECT DISTINCT ON (s.node_id, s.gpu_index, s.source)
@@ -117,7 +116,7 @@ def newest_sample_at(db: Database, source: str) -> datetime | None:
     row = db.fetchone("SELECT max(sampled_at) FROM gpu_health_samples WHERE source = $source",
                       {"source": source})
     value = None if row is None else row[0]
-    return from_naive_utc(value) if isinstance(value, datetime) else None
+    return value if isinstance(value, datetime) else None
 
 
 def insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: timedelta) -> int:
@@ -141,7 +140,7 @@ def _insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: 
     columns: list[list[object]] = [[] for _ in range(6 + len(COUNTER_KEYS))]
     for s, last in runs:
         values = (s.key.node_id, s.key.gpu_index, s.gpu_uuid, s.key.source,
-                  to_naive_utc(s.sampled_at), to_naive_utc(last), *s.counters.as_tuple())
+                  s.sampled_at, last, *s.counters.as_tuple())
         for column, value in zip(columns, values, strict=True):
             column.append(value)
     casts = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMP", "TIMESTAMP",

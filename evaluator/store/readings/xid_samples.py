@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from gpu_health.clock import from_naive_utc, to_naive_utc, to_naive_utc_each
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.model import XidKey, XidSample
 from gpu_health.evaluator.store.db import Database
@@ -56,7 +55,7 @@ def insert_xid_samples(db: Database, rows: Sequence[XidSample]) -> int:
         [r.gpu_uuid for r in rows],
         [r.key.source for r in rows],
         [r.key.xid for r in rows],
-        to_naive_utc_each(r.sampled_at for r in rows),
+        [r.sampled_at for r in rows],
         [r.count for r in rows],
     ]
     db.insert_columns(TABLE, dict(zip(_COLUMNS, columns, strict=True)), _CASTS)
@@ -93,7 +92,7 @@ def latest_xid_rows(db: Database, keys: Sequence[XidKey]) -> dict[XidKey, XidSam
         key = XidKey(str(node_id), int(gpu_index), str(source), int(xid))
         if key in wanted:
             result[key] = XidSample(key, None if gpu_uuid is None else str(gpu_uuid),
-                                    from_naive_utc(sampled_at), int(count))
+                                    sampled_at, int(count))
     return result
 
 
@@ -111,7 +110,7 @@ def delete_xid_samples_before(db: Database, cutoff: datetime) -> int:
             WHERE n.node_id = d.node_id AND n.gpu_index = d.gpu_index AND n.source = d.source
               AND n.xid = d.xid AND n.sampled_at > d.sampled_at)
         """,
-        {"cutoff": to_naive_utc(cutoff)},
+        {"cutoff": cutoff},
     )
 
 

@@ -9,13 +9,11 @@ All datetimes in and out are aware UTC; the naive-UTC conversion happens here.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import COUNTER_KEYS
 from gpu_health.evaluator.model import CardKey, Counters, Sample
 from gpu_health.evaluator.store.db import Database
@@ -29,10 +27,6 @@ PREDICTION_COLUMNS = (
 # NULL: a row from before shadow versions existed, which only the active version wrote
 _SELECTED = ", ".join("shadow IS TRUE" if c == "shadow" else c for c in PREDICTION_COLUMNS)
 _VISIBLE = "node_id IN (SELECT node_id FROM gpu_health_nodes WHERE list_contains($tenants, tenant))"
-
-
-def _aware(value: object) -> object:
-    return from_naive_utc(value) if isinstance(value, datetime) else value
 
 
 def _where(conditions: list[str], tenants: Sequence[str] | None, params: dict[str, Any]) -> str:
@@ -74,7 +68,7 @@ def node_visible(db: Database, node_id: str, tenants: Sequence[str] | None) -> b
         "SELECT EXISTS (SELECT 1 FROM gpu_health_sample_days WHERE node_id = $n) "
         "OR EXISTS (SELECT 1 FROM gpu_health_samples WHERE node_id = $n AND sampled_at >= $w) "
         "OR EXISTS (SELECT 1 FROM gpu_health_predictions WHERE node_id = $n)",
-        {"n": node_id, "w": to_naive_utc(watermark(db))},
+        {"n": node_id, "w": watermark(db)},
     )
     return bool(row[0])
 
@@ -110,10 +104,10 @@ def predictions_page(db: Database, f: PredictionFilter) -> PredictionPage:
     conditions = ["source = $source"]
     if f.until is not None:
         conditions.append("t0 <= $until")
-        params["until"] = to_naive_utc(f.until)
+        params["until"] = f.until
     if f.since is not None:
         conditions.append("t0 >= $since")
-        params["since"] = to_naive_utc(f.since)
+        params["since"] = f.since
     for column, value in (("node_id", f.node_id), ("gpu_index", f.gpu_index),
                           ("status", f.status), ("rule_version", f.rule_version)):
         if value is not None:
@@ -129,7 +123,7 @@ def predictions_page(db: Database, f: PredictionFilter) -> PredictionPage:
         {**params, "limit": f.limit, "offset": f.offset},
     )
     items = tuple(
-        {c: _aware(v) for c, v in zip(PREDICTION_COLUMNS, row, strict=True)} for row in rows
+        dict(zip(PREDICTION_COLUMNS, row, strict=True)) for row in rows
     )
     return PredictionPage(items, int(total))
 
@@ -185,8 +179,8 @@ def capabilities(
     from the future, e.g. a skewed agent clock, must not hide a collection stall): a GROUP BY
     over the daily rollups and the raw rows after them, and whether the slot has any XID sample
     (at or before ``now``)."""
-    params: dict[str, Any] = {"source": source, "now": to_naive_utc(now),
-                              "cov": to_naive_utc(covered(db, now))}
+    params: dict[str, Any] = {"source": source, "now": now,
+                              "cov": covered(db, now)}
     conditions = ["source = $source"]
     if node_id is not None:
         conditions.append("node_id = $node_id")
@@ -197,7 +191,6 @@ def capabilities(
     # which keys were collected, and the cards share the dict of each of the 32 patterns
     # (read only). A node's cards share their scrape times: each instant is converted once.
     patterns: dict[tuple[bool, ...], dict[str, bool]] = {}
-    aware = functools.cache(from_naive_utc)
     n = len(COUNTER_KEYS)
     result = []
     for row in rows:
@@ -207,7 +200,7 @@ def capabilities(
             collectable = patterns[flags] = dict(zip(COUNTER_KEYS, flags, strict=True))
         first, last, count, xid = row[3 + n:]
         result.append(CardCapability(
-            row[0], row[1], row[2], collectable, aware(first), aware(last), int(count),
+            row[0], row[1], row[2], collectable, first, last, int(count),
             bool(xid)))
     return tuple(result)
 
@@ -235,7 +228,7 @@ def listed_cards(
     rows = db.fetchall(
         "SELECT node_id, listed_cards, last_seen FROM gpu_health_nodes "
         f"WHERE {_where(conditions, tenants, params)} ORDER BY node_id", params)
-    return tuple(ListedCards(str(n), int(c), from_naive_utc(t)) for n, c, t in rows)
+    return tuple(ListedCards(str(n), int(c), t) for n, c, t in rows)
 
 
 # -- samples of one card ------------------------------------------------------------------------
@@ -251,11 +244,11 @@ def card_samples(
         "WHERE node_id = $node AND gpu_index = $gpu AND source = $source "
         "AND sampled_at >= $since AND sampled_at <= $until ORDER BY sampled_at DESC LIMIT $n",
         {"node": key.node_id, "gpu": key.gpu_index, "source": key.source,
-         "since": to_naive_utc(since), "until": to_naive_utc(until), "n": limit + 1},
+         "since": since, "until": until, "n": limit + 1},
     )
     truncated = len(rows) > limit
     samples = tuple(
-        Sample(key, None if uuid is None else str(uuid), from_naive_utc(at),
+        Sample(key, None if uuid is None else str(uuid), at,
                Counters(*(None if v is None else int(v) for v in values)))
         for uuid, at, *values in reversed(rows[:limit])
     )
@@ -294,10 +287,10 @@ def ecc_boundaries(
         FROM b ASOF LEFT JOIN s ON b.at >= s.sampled_at ORDER BY b.at
         """,
         {"node": key.node_id, "gpu": key.gpu_index, "source": key.source,
-         "start": to_naive_utc(start), "end": to_naive_utc(end), "lookback": lookback_minutes},
+         "start": start, "end": end, "lookback": lookback_minutes},
     )
     return tuple(
-        Boundary(from_naive_utc(at), None if s_at is None else from_naive_utc(s_at),
+        Boundary(at, s_at,
                  None if uuid is None else str(uuid),
                  None if corr is None else int(corr), None if unc is None else int(unc))
         for at, s_at, uuid, corr, unc in rows

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.contract import COUNTER_KEYS
 from gpu_health.evaluator.model import FirstFault, PhysicalCard
 from gpu_health.evaluator.store.db import Database
@@ -57,7 +56,7 @@ def node_filter(nodes: frozenset[str] | None, column: str = "node_id") -> str:
 
 def base_params(since: datetime, until: datetime, source: str,
                 nodes: frozenset[str] | None) -> dict[str, Any]:
-    params: dict[str, Any] = {"since": to_naive_utc(since), "until": to_naive_utc(until),
+    params: dict[str, Any] = {"since": since, "until": until,
                               "source": source}
     if nodes is not None:
         params["nodes"] = sorted(nodes)
@@ -97,10 +96,10 @@ def sample_facts(db: Database, *, since: datetime, until: datetime, source: str,
     params = base_params(since, until, source, nodes)
     rows = period_facts(db, params, nodes, fault_xids)
     keyed = [(_card(r), r) for r in rows]
-    events = sorted(((*card, from_naive_utc(r[8])) for card, r in keyed
+    events = sorted(((*card, r[8]) for card, r in keyed
                      if r[3] and r[8] is not None),
                     key=lambda e: (e[3], e[0], e[1], e[2] or ""))
-    evidence = {card: from_naive_utc(r[9]) for card, r in keyed if r[9] is not None}
+    evidence = {card: r[9] for card, r in keyed if r[9] is not None}
     period = {card for card, _ in keyed}
     others = set(evidence_of) - period
     evidence |= first_evidence(db, params, others, fault_xids)
@@ -142,7 +141,7 @@ def first_evidence(db: Database, params: dict[str, Any], cards: set[PhysicalCard
         return {}
     ordered = sorted(cards, key=lambda c: (c[0], c[1], c[2] or ""))
     query: dict[str, Any] = {"source": params["source"], "until": params["until"],
-                             "since": to_naive_utc(EPOCH),  # since the beginning
+                             "since": EPOCH,  # since the beginning
                              "c_nodes": [c[0] for c in ordered],
                              "c_idx": [c[1] for c in ordered],
                              "c_uuid": [c[2] for c in ordered]}
@@ -152,15 +151,15 @@ def first_evidence(db: Database, params: dict[str, Any], cards: set[PhysicalCard
                   xid_cte=_xid_cte(_CAND_X) if fault_xids else "",
                   xids=_EVIDENCE_XIDS if fault_xids else "")
     query = period_params(db, query)
-    return {_card(row): from_naive_utc(row[3]) for row in db.fetchall(sql, query)}
+    return {_card(row): row[3] for row in db.fetchall(sql, query)}
 
 
 def period_params(db: Database, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` plus the sealed days [$dlo, $dhi) inside the period (empty: dlo = dhi)."""
-    since, until = from_naive_utc(params["since"]), from_naive_utc(params["until"])
+    since, until = params["since"], params["until"]
     dlo = day_floor(since) + (DAY if day_floor(since) < since else timedelta(0))
     dhi = max(dlo, covered(db, until))
-    return params | {"dlo": to_naive_utc(dlo), "dhi": to_naive_utc(dhi)}
+    return params | {"dlo": dlo, "dhi": dhi}
 
 
 _KEY: Final = "node_id, gpu_index, gpu_uuid"
@@ -241,7 +240,7 @@ def period_facts(db: Database, params: dict[str, Any], nodes: frozenset[str] | N
     """Per card with samples in the period: (node, index, uuid, monitorable, first, last,
     min unc, max unc, first fault event in the period, first evidence up to ``$until``); the
     fault event may belong to a card that is not monitorable (the caller drops it)."""
-    query = period_params(db, params) | {"sealed": to_naive_utc(watermark(db))}
+    query = period_params(db, params) | {"sealed": watermark(db)}
     if fault_xids:
         query["xids"] = list(fault_xids)
     sql = fill_statement(

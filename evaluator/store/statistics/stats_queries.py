@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from gpu_health.clock import from_naive_utc, to_naive_utc
 from gpu_health.evaluator.model import FirstFault, PhysicalCard
 from gpu_health.evaluator.rules.outcome import prediction_class
 from gpu_health.evaluator.store.db import Database
@@ -99,7 +98,7 @@ def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
     predictions = dict(params, rule_version=rule_version) if rule_version is not None else params
     status = "status"
     if as_of is not None:
-        predictions = dict(predictions, as_of=to_naive_utc(as_of))
+        predictions = dict(predictions, as_of=as_of)
         status = ("CASE WHEN resolved_at IS NULL OR resolved_at > $as_of THEN 'pending' "
                   "ELSE status END")
     rows = db.fetchall(
@@ -119,8 +118,8 @@ def raw_stats(db: Database, *, since: datetime, until: datetime, source: str,
         rule_versions=versions,
         monitorable_cards=len(monitorable),
         exposure_seconds=sum((c[5] - c[4]).total_seconds() for c in monitorable),
-        first_sample=min((from_naive_utc(c[4]) for c in facts.cards), default=None),
-        last_sample=max((from_naive_utc(c[5]) for c in facts.cards), default=None),
+        first_sample=min((c[4] for c in facts.cards), default=None),
+        last_sample=max((c[5] for c in facts.cards), default=None),
         faults=tuple(replace(f, first=_is_first(f, evidence)) for f in faults),
         fault_xids=xids,
     )
@@ -140,7 +139,7 @@ def _count(rows: Sequence[Any], evidence: dict[PhysicalCard, datetime]) -> tuple
     for window, status, version, node, gpu, uuid, t0, unc0 in rows:
         w, s = int(window), str(status)
         counts.setdefault(w, {})[s] = counts.get(w, {}).get(s, 0) + 1
-        cls = prediction_class(from_naive_utc(t0), unc0, evidence.get((node, gpu, uuid)))
+        cls = prediction_class(t0, unc0, evidence.get((node, gpu, uuid)))
         per = classes.setdefault(w, {}).setdefault(cls, {})
         per[s] = per.get(s, 0) + 1
         versions.setdefault(w, set()).add(str(version))
@@ -171,7 +170,7 @@ def _predicted_by(db: Database, events: Sequence[FirstFault], source: str,
         return ()
     query: dict[str, Any] = {
         "n": [e[0] for e in events], "i": [e[1] for e in events], "u": [e[2] for e in events],
-        "at": [to_naive_utc(e[3]) for e in events], "ord": list(range(len(events))),
+        "at": [e[3] for e in events], "ord": list(range(len(events))),
         "source": source}
     if rule_version is not None:
         query["rule_version"] = rule_version

@@ -10,7 +10,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_health.clock import to_naive_utc
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.backtest.feature_cache import entry
 from gpu_health.evaluator.rules.evaluation import CardFeatures
@@ -23,7 +22,7 @@ counts = st.one_of(st.none(), st.integers(0, 10**6))
 
 def as_row(f: CardFeatures) -> tuple[Any, ...]:
     """The layout of gpu_health.evaluator.store.predictions.features.feature_rows."""
-    return (to_naive_utc(f.at), f.node_id, f.gpu_index, f.gpu_uuid, to_naive_utc(f.t0),
+    return (f.at, f.node_id, f.gpu_index, f.gpu_uuid, f.t0,
             f.baseline_samples, *f.corrected, f.corrected_baseline, f.uncorrected,
             f.remap_failure, f.remap_pending, f.remap_pending_before, f.retired_pages,
             f.retired_pages_before)

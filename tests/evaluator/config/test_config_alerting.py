@@ -28,8 +28,8 @@ def test_defaults_are_enabled_with_prometheus_like_timings(tmp_path: Path) -> No
     assert (cfg.alerting.resend_interval, cfg.alerting.timeout) == (60.0, 10.0)
     assert (cfg.alerting.node_removal_grace, cfg.alerting.backlog_after) == (3600.0, 259200.0)
     assert cfg.alertmanagers == ()
-    assert cfg.external_url == "http://10.0.0.5:10347"
-    assert load_config(None, {}).external_url == "http://127.0.0.1:10347"
+    assert cfg.web.url == "http://10.0.0.5:10347"
+    assert load_config(None, {}).web.url == "http://127.0.0.1:10347"
 
 
 def test_every_key(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ alerting:
     assert cfg.alerting == AlertingConfig(
         enabled=True, alertmanagers=("http://am-0:9093", "https://am-1.example.com/alertmanager"),
         resend_interval=30.0, node_removal_grace=7200.0, backlog_after=259200.0, timeout=5.0)
-    assert cfg.external_url == "https://gpu-health.example.com/ev"
+    assert cfg.web.url == "https://gpu-health.example.com/ev"
     disabled = load_config(write(tmp_path, "alerting: {enabled: false}\n"), {})
     assert disabled.alerting.enabled is False
 
@@ -84,7 +84,7 @@ def test_the_shipped_examples_load(tmp_path: Path) -> None:
     assert example.alerting.enabled
     image = load_config(REPO / "deploy" / "evaluator.docker.yml", {})
     assert image.rules.dir == RULES  # the rule sets packaged in the wheel
-    assert image.api_tokens_file is None  # the API stays closed off loopback until configured
+    assert image.api.tokens_file is None  # the API stays closed off loopback until configured
     compose = load_config(REPO / "deploy" / "evaluator.compose.yml", {})
     assert compose.alertmanagers == ("http://alertmanager:9093",)
-    assert compose.external_url == "http://localhost:10347"
+    assert compose.web.url == "http://localhost:10347"

@@ -11,12 +11,12 @@ import pytest
 from gpu_health.errors import ConfigError
 from gpu_health.evaluator.config.file import (
     DEFAULT_RETENTION_DAYS,
-    MAX_SHADOW,
     default_config,
     load_config,
     parse_config,
     retention_days_from_env,
 )
+from gpu_health.evaluator.config.rules import MAX_SHADOW
 from gpu_health.evaluator.config.targets import TargetGroup
 from gpu_health.evaluator.config.values import parse_size
 
@@ -32,13 +32,13 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_no_file_means_built_in_defaults() -> None:
     cfg = load_config(None, {})
     assert cfg == default_config()
-    assert cfg.storage_path == Path("data/gpu-health.duckdb")
+    assert cfg.storage.path == Path("data/gpu-health.duckdb")
     assert cfg.static_configs == (TargetGroup(("127.0.0.1:10346",)),)
-    assert cfg.listen_address == "127.0.0.1:10347"
+    assert cfg.web.listen_address == "127.0.0.1:10347"
     assert (cfg.scrape.interval, cfg.keepalive.total_seconds(), cfg.dedup.max_entries) == (
         60, 300, 131_072)
     assert cfg.dedup.idle_seconds == 1800 and cfg.retention_days == 180
-    assert (cfg.rules.active, cfg.api_tokens_file) == ("v2-ecc-xid", None)
+    assert (cfg.rules.active, cfg.api.tokens_file) == ("v2-ecc-xid", None)
 
 
 def test_empty_file_is_all_defaults_without_targets(tmp_path: Path) -> None:
@@ -73,13 +73,13 @@ api: {tokens_file: tokens.yml}
     assert cfg.file_sd_configs[0].refresh_interval == 60
     assert cfg.http_sd_configs[0].url == "http://cmdb.local/sd"
     assert cfg.http_sd_configs[0].refresh_interval == 60
-    assert cfg.storage_path == tmp_path / "db/x.duckdb"
-    assert (cfg.listen_host, cfg.listen_port) == ("0.0.0.0", 0)
+    assert cfg.storage.path == tmp_path / "db/x.duckdb"
+    assert (cfg.web.listen_host, cfg.web.listen_port) == ("0.0.0.0", 0)
     assert (cfg.dedup.max_entries, cfg.dedup.idle_seconds, cfg.keepalive.total_seconds()) == (
         100, 600, 120)
     assert cfg.alertmanagers == ("http://am:9093",)
     assert (cfg.rules.dir, cfg.rules.active) == (tmp_path / "myrules", "v2-test")
-    assert cfg.api_tokens_file == tmp_path / "tokens.yml"
+    assert cfg.api.tokens_file == tmp_path / "tokens.yml"
     assert cfg.retention_days == 30
 
 

@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from gpu_health.errors import ConfigError
 from gpu_health.evaluator.config.alerting import ALERTING, AlertingConfig
-from gpu_health.evaluator.config.api import API, ApiLimits
+from gpu_health.evaluator.config.api import API, ApiConfig
 from gpu_health.evaluator.config.discovery import FILE_SD, HTTP_SD, FileSDConfig, HttpSDConfig
-from gpu_health.evaluator.config.file import RULES, WEB, RulesConfig, parse_config
+from gpu_health.evaluator.config.file import TOP_KEYS, Config, parse_config
 from gpu_health.evaluator.config.remediation import SLURM, SlurmRemediation
+from gpu_health.evaluator.config.rules import RULES, RulesConfig
 from gpu_health.evaluator.config.scrape import SCRAPE, ScrapeConfig
 from gpu_health.evaluator.config.source import (
     INGEST,
@@ -26,20 +27,22 @@ from gpu_health.evaluator.config.source import (
     IngestConfig,
     PrometheusSourceConfig,
 )
-from gpu_health.evaluator.config.storage import HA, STORAGE, HaConfig, PostgresConfig
+from gpu_health.evaluator.config.storage import HA, STORAGE, HaConfig, PostgresConfig, StorageConfig
 from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.values import Checker
+from gpu_health.evaluator.config.web import WEB, ListenerConfig
 from gpu_health.evaluator.config.writes import DEDUP, KEEPALIVE, DedupConfig
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 # Each table and the dataclass its values land in (fields named like the keys).
 BUILT: list[tuple[Table, type]] = [
-    (ALERTING, AlertingConfig), (API, ApiLimits), (FILE_SD, FileSDConfig),
+    (ALERTING, AlertingConfig), (API, ApiConfig), (FILE_SD, FileSDConfig),
     (HTTP_SD, HttpSDConfig), (RULES, RulesConfig), (SLURM, SlurmRemediation),
     (SCRAPE, ScrapeConfig), (INGEST, IngestConfig), (PROMETHEUS, PrometheusSourceConfig),
-    (STORAGE, PostgresConfig), (HA, HaConfig), (DEDUP, DedupConfig),
+    (STORAGE, PostgresConfig), (STORAGE, StorageConfig), (HA, HaConfig), (DEDUP, DedupConfig),
+    (WEB, ListenerConfig),
 ]
-TABLES = [table for table, _ in BUILT] + [WEB, KEEPALIVE]
+TABLES = [table for table, _ in BUILT] + [KEEPALIVE]
 
 
 @pytest.mark.parametrize(("table", "cls"), BUILT, ids=[t.where for t, _ in BUILT])
@@ -106,3 +109,13 @@ def test_reading_never_raises_and_always_gives_every_plain_key(raw: dict[str, An
     c = Checker()
     values = SLURM.read(c, raw)
     assert set(values) == {s.key for s in SLURM.settings if s.kind != "custom"}
+
+
+def test_the_config_object_has_one_field_per_top_level_key() -> None:
+    """``config.storage.path``, ``config.web.listen_address``, ``config.api.tokens_file``: each
+    section of the file is one field holding its own dataclass, never flattened into the top
+    (before: ``storage_path``, ``listen_host``, ``web_external_url``, ``api_tokens_file``...).
+    Beyond the file: the retention from the environment, the file's path, the demo's label."""
+    names = [f.name for f in dataclasses.fields(Config)]
+    file_keys = [k for k in TOP_KEYS if k != "keepalive_seconds"]  # keepalive's old name
+    assert names == [*file_keys, "retention_days", "source", "ingest_source"]

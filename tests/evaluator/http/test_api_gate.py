@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gpu_health.errors import ApiError, ConfigError
-from gpu_health.evaluator.config.api import ApiLimits
+from gpu_health.evaluator.config.api import ApiConfig
 from gpu_health.evaluator.config.file import parse_config
 from gpu_health.evaluator.http.api.gate import ApiGate
 from gpu_health.evaluator.store import Database
@@ -29,7 +29,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
 async def test_a_busy_api_answers_503_with_retry_after_and_serves_again_when_free(
         db: Database) -> None:
     registry = CollectorRegistry()
-    gate = ApiGate(ApiLimits(max_concurrency=1, max_queue=0, queue_timeout=5), registry)
+    gate = ApiGate(ApiConfig(max_concurrency=1, max_queue=0, queue_timeout=5), registry)
     async with serve(replace(make_ctx(db, registry=registry), gate=gate)) as client:
         async with gate.turn():  # another request holds the only turn
             response = await client.get(PATH)
@@ -45,7 +45,7 @@ async def test_a_busy_api_answers_503_with_retry_after_and_serves_again_when_fre
 
 async def test_a_queued_request_waits_its_turn_or_gives_up_after_the_queue_timeout() -> None:
     registry = CollectorRegistry()
-    gate = ApiGate(ApiLimits(max_concurrency=1, max_queue=4, queue_timeout=0.2), registry)
+    gate = ApiGate(ApiConfig(max_concurrency=1, max_queue=4, queue_timeout=0.2), registry)
     order: list[str] = []
 
     async def request(name: str) -> None:
@@ -69,7 +69,7 @@ async def test_a_queued_request_waits_its_turn_or_gives_up_after_the_queue_timeo
 def test_the_limits_are_config_keys_checked_with_the_others(tmp_path: Path) -> None:
     config = parse_config({"api": {"max_concurrency": 4, "max_queue": 8,
                                    "queue_timeout": "2s"}}, base=tmp_path)
-    assert config.api_limits == ApiLimits(4, 8, 2.0, 30.0)
+    assert config.api == ApiConfig(max_concurrency=4, max_queue=8, queue_timeout=2.0, timeout=30.0)
     with pytest.raises(ConfigError) as caught:
         parse_config({"api": {"max_concurrency": 0, "max_qeue": 1}}, base=tmp_path)
     text = " ".join(caught.value.problems)
@@ -79,7 +79,7 @@ def test_the_limits_are_config_keys_checked_with_the_others(tmp_path: Path) -> N
 async def test_store_work_longer_than_the_timeout_is_a_503_not_a_hang() -> None:
     """Before: API calls hung up to 40 s on a frozen database."""
     registry = CollectorRegistry()
-    gate = ApiGate(ApiLimits(max_concurrency=1, timeout=0.1), registry)
+    gate = ApiGate(ApiConfig(max_concurrency=1, timeout=0.1), registry)
     frozen = asyncio.Event()  # never set: the store does not answer
     with pytest.raises(ApiError) as caught:
         async with gate.turn():
@@ -96,7 +96,7 @@ async def test_an_ingest_or_worker_tick_goes_before_api_requests() -> None:
     keeps its interval under any number of clients), then gets its turn."""
     from gpu_health.evaluator.app import EvaluatorApp
 
-    gate = ApiGate(ApiLimits(max_concurrency=1, queue_timeout=5), CollectorRegistry())
+    gate = ApiGate(ApiConfig(max_concurrency=1, queue_timeout=5), CollectorRegistry())
     app = EvaluatorApp(start_loops=False)
     app.priority = gate.priority
     order: list[str] = []
@@ -128,7 +128,7 @@ async def test_a_request_queued_behind_another_still_waits_for_a_tick_that_start
     requests released at the end of one cycle must not start at the store during the next
     (bench/api_load.py: back-to-back ticks ran 2.4x slower while the 32 released requests
     took their turns one by one)."""
-    gate = ApiGate(ApiLimits(max_concurrency=1, max_queue=8, queue_timeout=5),
+    gate = ApiGate(ApiConfig(max_concurrency=1, max_queue=8, queue_timeout=5),
                    CollectorRegistry())
     order: list[str] = []
 

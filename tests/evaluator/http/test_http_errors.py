@@ -18,6 +18,7 @@ from gpu_health.errors import ListenError, StoreError
 from gpu_health.evaluator.app import EvaluatorApp
 from gpu_health.evaluator.http.access import Rule, allow
 from gpu_health.evaluator.http.errors import UNPARSEABLE
+from gpu_health.evaluator.http.ops import add_ops_routes
 from gpu_health.evaluator.http.server import bind, listening
 from gpu_health.evaluator.main import main
 
@@ -26,6 +27,7 @@ SECRET = "s3cr3t-header-value-" + "x" * 9000  # over aiohttp's 8190-byte field l
 
 def host() -> EvaluatorApp:
     app = EvaluatorApp(start_loops=False)
+    add_ops_routes(app.web_app, app)
 
     async def broken(_request: web.Request) -> web.Response:
         raise StoreError("the disk caught fire at /var/lib/secret", reason="query")

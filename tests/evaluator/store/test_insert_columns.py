@@ -4,7 +4,7 @@ result read back as columns gives the rows and Python types ``fetchall`` gives."
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,8 @@ _ROW = st.tuples(
     st.none() | st.text(max_size=12),
     st.none() | st.integers(-(2**31), 2**31 - 1),
     st.none() | st.integers(-(2**63) + 1, 2**63 - 1),
-    st.none() | st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1)),
+    st.none() | st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1),
+                             timezones=st.just(UTC)),  # aware in, aware out: the store's door
     st.none() | st.booleans(),
     st.none() | st.floats(allow_nan=False, allow_infinity=False, width=64),
 )
@@ -72,7 +73,7 @@ def test_a_wide_result_read_as_columns_is_what_fetchall_reads(
 
 
 def test_a_repeated_instant_and_its_neighbours_stay_apart(db: DuckDBDatabase) -> None:
-    at = datetime(2026, 12, 1, 3, 4, 5, 123456)
+    at = datetime(2026, 12, 1, 3, 4, 5, 123456, tzinfo=UTC)
     stamps = [at, None, at, at + timedelta(microseconds=1), at]
     db.execute("DELETE FROM numpy_rows")
     db.insert_columns("numpy_rows", {"t": stamps}, ("TIMESTAMP",))

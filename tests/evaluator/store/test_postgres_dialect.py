@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.evaluator.store.engines.postgres import PostgresDatabase
 from gpu_health.evaluator.store.engines.postgres_dialect import rewrite, to_pyformat
 from tests.postgres import PostgresServer
@@ -78,8 +79,8 @@ def test_arg_min_and_max_agree_across_engines(pg: PostgresDatabase,
 ])
 def test_shared_functions_answer_alike(pg: PostgresDatabase, sql: str,
                                        params: dict[str, Any] | None) -> None:
-    duck = duckdb.connect()
-    expected = duck.execute(sql, params).fetchone() if params else duck.execute(sql).fetchone()
+    duck = DuckDBDatabase(":memory:")  # both through the store's door (times come back aware)
+    expected = duck.fetchone(sql, params)
     duck.close()
     assert tuple(pg.fetchone(sql, params)) == expected
 

@@ -32,10 +32,10 @@ def test_the_minimal_file_loads_with_the_defaults_it_names(tmp_path: Path) -> No
     assert (source.url, source.metrics, source.step) == ("http://prometheus:9090", "dcgm", 15.0)
     assert (source.lag, source.max_catchup, source.history, source.timeout) == (
         120.0, 3600.0, None, 30.0)
-    assert config.storage_path == Path("/var/lib/gpu-health/gpu-health.duckdb")
-    assert config.listen_address == "0.0.0.0:10347"
-    assert config.api_tokens_file == tmp_path / "tokens.yml"
+    assert config.storage.path == Path("/var/lib/gpu-health/gpu-health.duckdb")
+    assert config.web.listen_address == "0.0.0.0:10347"
+    assert config.api.tokens_file == tmp_path / "tokens.yml"
     assert config.alertmanagers == ("http://alertmanager:9093",)
     defaults = load_config(None, {})
-    assert str(defaults.storage_path) == "data/gpu-health.duckdb"
-    assert defaults.listen_address == "127.0.0.1:10347"
+    assert str(defaults.storage.path) == "data/gpu-health.duckdb"
+    assert defaults.web.listen_address == "127.0.0.1:10347"

@@ -161,7 +161,7 @@ def test_history_replay_equals_the_backtest_and_two_evaluators_agree(
                  "--db", str(tmp_path / "bt.duckdb"), "--rules", str(RULES),
                  "--no-baselines", "--no-progress", "--output", str(out)]) == 0
     bt = DuckDBDatabase(tmp_path / "bt.duckdb")
-    replayed = [r for r in rows if r[7] <= to_naive_utc(until)]
+    replayed = [r for r in rows if r[7] <= until]
     backtest_rows = table(bt, PREDICTIONS)
     assert backtest_rows
     # Same predictions; outcomes equal where the backtest's period already decided them.
@@ -186,7 +186,7 @@ def test_only_predictions_with_an_open_window_alert(vm: str, tmp_path: Path) -> 
     assert ended  # n3's first window (day 1 + 7 days) was over before the evaluator started
     alerted = table(svc.db, "SELECT p.id, p.window_end FROM gpu_health_alerts a JOIN "
                             "gpu_health_predictions p ON p.id = a.prediction_id")
-    assert alerted and all(end > cut for _, end in alerted)
+    assert alerted and all(end > START for _, end in alerted)
     assert not {r[0] for r in ended} & {r[0] for r in alerted}
     # Every node with a window still open has its alert.
     assert table(svc.db, "SELECT DISTINCT node_id FROM gpu_health_predictions WHERE window_end "
@@ -289,7 +289,7 @@ def test_an_outage_longer_than_max_catchup_leaves_a_gap(vm: str, tmp_path: Path)
                          f"TIMESTAMP '{to_naive_utc(until)}' AND sampled_at < "
                          f"TIMESTAMP '{to_naive_utc(resumed)}'") == [(0,)]
     assert table(svc.db, "SELECT min(sampled_at) FROM gpu_health_samples WHERE sampled_at > "
-                         f"TIMESTAMP '{to_naive_utc(until)}'") == [(to_naive_utc(resumed),)]
+                         f"TIMESTAMP '{to_naive_utc(until)}'") == [(resumed,)]
     assert svc.app.registry.get_sample_value(
         "gpu_health_evaluator_source_steps_skipped_total") == 90
     asyncio.run(svc.app.close())

@@ -160,7 +160,7 @@ def test_resolution_is_compare_and_set(new_db: NewDb) -> None:
     assert resolve(db, outcomes, now + timedelta(minutes=1)) == {"hit": 0, "miss": 0,
                                                                 "voided": 0}
     row = db.fetchone("SELECT resolved_at FROM gpu_health_predictions WHERE id = 'p'")
-    assert row[0] == now.replace(tzinfo=None)
+    assert row[0] == now
     db.close()
 
 
