@@ -89,7 +89,8 @@ def aware_column(values: list[Any]) -> list[Any]:
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """A statement's rows, read before its connection went back (PostgreSQL)."""
+    """A statement's rows, read as it ran (before its connection went back, on PostgreSQL),
+    their TIMESTAMP columns already aware (:func:`aware_rows`)."""
 
     rows: list[Any]
     rowcount: int

@@ -16,10 +16,10 @@ from gpu_health.contract import COUNTER_KEYS
 from gpu_health.errors import ApiError
 from gpu_health.evaluator.http.api.auth import Principal, node_not_found
 from gpu_health.evaluator.http.api.context import ApiContext
-from gpu_health.evaluator.http.api.ecc_rate import coverage, hourly_increases
 from gpu_health.evaluator.http.api.query_params import Query
 from gpu_health.evaluator.model import CardKey, Sample
 from gpu_health.evaluator.rules.actions import CardState, recommend
+from gpu_health.evaluator.stats.ecc_rate import coverage, hourly_increases
 from gpu_health.evaluator.store.predictions.actions import card_states
 from gpu_health.evaluator.store.statistics import api_queries as q
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gpu_health.evaluator.http.api.ecc_rate import coverage, hourly_increases
+from gpu_health.evaluator.stats.ecc_rate import coverage, hourly_increases
 from gpu_health.evaluator.store import Database
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.evaluator.store.statistics.api_queries import Boundary
