@@ -223,6 +223,22 @@ def test_one_module_puts_the_routes_on_the_server() -> None:
                if calls_named(ast.parse(p.read_text(encoding="utf-8")), name)}
     assert callers == {"evaluator/http/site.py"}
 
+
+def _declares_settings(node: ast.ClassDef) -> bool:
+    """A class whose fields include a ``key`` and a ``kind``: a way of declaring settings."""
+    fields = {s.target.id for s in node.body
+              if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    return {"key", "kind"} <= fields
+
+
+def test_a_file_s_keys_are_declared_one_way() -> None:
+    """The config file's sections and a rule file's parameters are both tables of
+    ``setting_tables.Setting`` (before: the config's Table and the rules' own ParamSpec)."""
+    declaring = {relative(p) for p in (REPO / "evaluator").rglob("*.py")
+                 for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.ClassDef) and _declares_settings(node)}
+    assert declaring == {"evaluator/setting_tables.py"}
+
 # File names that said several things at once (the model, the metrics, the pipeline, the loop
 # and the params of several folders): each may name one module of the package at most.
 GENERIC_NAMES = ("model.py", "metrics.py", "pipeline.py", "loop.py", "params.py")

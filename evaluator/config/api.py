@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.values import Checker
+from gpu_health.evaluator.setting_tables import Setting, Table
 
 API: Final = Table("api", (
     Setting("tokens_file", "custom", None),  # relative to the config file

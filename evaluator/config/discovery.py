@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.targets import labels_problems, split_address
 from gpu_health.evaluator.config.values import Checker
+from gpu_health.evaluator.setting_tables import Setting, Table
 
 # One table per list item (``where`` gets the item's index when read).
 FILE_SD: Final = Table("file_sd_configs[]", (

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.values import Checker
 from gpu_health.evaluator.rules.actions import CHOSEN
+from gpu_health.evaluator.setting_tables import Setting, Table
 
 SLURM: Final = Table("remediation.slurm", (
     Setting("enabled", "bool", False),  # off unless switched on

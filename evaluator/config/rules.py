@@ -18,10 +18,10 @@ from typing import Any, Final
 
 from gpu_health import resources
 from gpu_health.errors import ConfigError
-from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.values import Checker
 from gpu_health.evaluator.rules.actions import ActionPolicy, parse_policy
 from gpu_health.evaluator.rules.ruleset import RuleSet, parse_ruleset
+from gpu_health.evaluator.setting_tables import Setting, Table
 
 RULES_DIR: Final = resources.RULES  # the packaged rule sets (a config may point elsewhere)
 DEFAULT_VERSION: Final = "v2-ecc-xid"  # the default ``rules.active``

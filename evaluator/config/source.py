@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.values import Checker
+from gpu_health.evaluator.setting_tables import Setting, Table
 
 SOURCES: Final = ("scrape", "prometheus")
 METRIC_SET_NAMES: Final = ("ours", "dcgm", "nvidia_smi")

@@ -25,8 +25,8 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from gpu_health.evaluator.config.source import secret_file
-from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.values import Checker
+from gpu_health.evaluator.setting_tables import Setting, Table
 
 DEFAULT_STORAGE: Final = Path("data/gpu-health.duckdb")
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.values import Checker
+from gpu_health.evaluator.setting_tables import Setting, Table
 
 DEFAULT_LISTEN: Final = "127.0.0.1:10347"
 WEB: Final = Table("web", (

@@ -1,14 +1,16 @@
 """Prediction rules: parameters, rule-set loading, and the pure signal engine.
 
-- ``params``: the rule parameters, their valid ranges and which of them are frozen into a version;
-- ``ruleset``: loading ``rules/<version>.yaml`` plus ``GPU_HEALTH_RULE_*`` overrides (the only
-  module here that reads the environment) into a
-  :class:`~gpu_health.evaluator.rules.ruleset.RuleSet`;
+- ``params``: the rule parameters (``RULE_PARAMS``, declared like the config's sections), their
+  valid ranges and which of them are frozen into a version;
+- ``ruleset``: loading ``rules/<version>.yaml`` plus ``GPU_HEALTH_RULE_*`` overrides into a
+  :class:`~gpu_health.evaluator.rules.ruleset.RuleSet` (the environment comes in as a mapping);
 - ``faults``: the fault-event definitions (uncorrectable ECC, memory XIDs) a rule set freezes;
-- ``model`` and ``signals``: features in, decisions out; no I/O, no clock;
-- ``registry``: start-up registration of the effective version in the store (refuses a changed
-  rule file).
+- ``evaluation`` and ``signals``: features in, decisions out; no I/O, no clock (``signals`` is
+  each rule written once: the worker, the backtest and their fast paths over raw rows ask it);
+- ``outcome``: hit, miss or voided from what a window showed; ``actions``: the recommended-
+  action policy.
 
-Import the submodules directly; this package re-exports nothing so that the store (which builds
-``model.CardFeatures``) and ``registry`` (which uses the store) never import each other in a cycle.
+The start-up registration of the effective version in the store is
+``store/predictions/rule_versions.py`` (it refuses a changed rule file); this package imports no
+store.
 """

@@ -1,6 +1,7 @@
 """Rule parameters: names, types, valid ranges, cross-checks, and the frozen subset (pure).
 
-Every key of a rule file is described once here (:data:`SPECS`); the loader, the environment
+Every key of a rule file is described once here (:data:`RULE_PARAMS`, a table declared like
+the config file's sections, ``gpu_health.evaluator.setting_tables``); the loader, the environment
 overrides and the docs all follow this table. Parameters in :data:`FROZEN_KEYS` decide *which*
 predictions are made and with which window, so they are hashed into the rule version. The others
 only steer the worker (``enabled``, ``scan_interval_minutes``) or the statistics gates
@@ -22,11 +23,10 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from gpu_health.evaluator.rules.faults import MEMORY_XIDS
-
-Kind = Literal["bool", "int", "float", "int_list"]
+from gpu_health.evaluator.setting_tables import Setting, Table
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,43 +112,45 @@ def _memory_xids(value: Any) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class ParamSpec:
-    key: str
-    kind: Kind
-    check: Callable[[Any], str | None]
-    help: str
-
-
-SPECS: Final[tuple[ParamSpec, ...]] = (
-    ParamSpec("enabled", "bool", lambda v: None,
-              "master switch; a missing key means enabled (fail-open)"),
-    ParamSpec("scan_interval_minutes", "float", _range(0.01, 1440),
-              "minutes between worker ticks (fractions allowed: 0.05 = 3 s, for tests)"),
-    ParamSpec("window_days", "int", _one_of(7, 30), "hit window N: (t0, t0 + N days]"),
-    ParamSpec("growth_window_hours", "int", _range(1, 168), "growth window g"),
-    ParamSpec("baseline_days", "int", _range(1, 90), "baseline span B"),
-    ParamSpec("ratio", "float", _positive_finite, "last window vs baseline mean per window"),
-    ParamSpec("min_increase", "int", _range(1), "minimum correctable increase in the last window"),
-    ParamSpec("consecutive_windows", "int", _range(1, 24),
-              "k windows strictly increasing (1: no shape gate)"),
-    ParamSpec("min_samples", "int", _range(0), "samples needed in the baseline span"),
-    ParamSpec("boundary_max_age_minutes", "int", _range(1, 1440),
-              "oldest sample usable as a boundary value (and freshness of t0)"),
-    ParamSpec("stats_min_matured", "int", _range(1), "matured predictions before ratios show"),
-    ParamSpec("stats_min_observed_days", "int", _range(1), "observed days before ratios show"),
-    ParamSpec("fault_xids", "int_list", _memory_xids,
-              "memory XIDs whose increase is a fault event next to uncorrectable ECC growth "
-              "(empty: ECC-only)"),
-    ParamSpec("cap_busiest_hours", "int", _range(0, 24),
-              "per growth window, its n busiest hours count as its next busiest in the growth "
-              "gates (0: none; n >= 2: no burst confined to n - 1 hours can fire the signal)"),
-)
-SPEC_BY_KEY: Final[dict[str, ParamSpec]] = {spec.key: spec for spec in SPECS}
-KEYS: Final[tuple[str, ...]] = tuple(spec.key for spec in SPECS)
+# Each key of a rule file, declared the way the config file's sections are (a Table of
+# Settings): kind, the value a file may leave out (None: the file must give it), the check of
+# the typed value, and what it means.
+RULE_PARAMS: Final = Table("", (
+    Setting("enabled", "bool", True,
+            help="master switch; a missing key means enabled (fail-open)"),
+    Setting("scan_interval_minutes", "float", None, check=_range(0.01, 1440),
+            help="minutes between worker ticks (fractions allowed: 0.05 = 3 s, for tests)"),
+    Setting("window_days", "int", None, check=_one_of(7, 30),
+            help="hit window N: (t0, t0 + N days]"),
+    Setting("growth_window_hours", "int", None, check=_range(1, 168), help="growth window g"),
+    Setting("baseline_days", "int", None, check=_range(1, 90), help="baseline span B"),
+    Setting("ratio", "float", None, check=_positive_finite,
+            help="last window vs baseline mean per window"),
+    Setting("min_increase", "int", None, check=_range(1),
+            help="minimum correctable increase in the last window"),
+    Setting("consecutive_windows", "int", None, check=_range(1, 24),
+            help="k windows strictly increasing (1: no shape gate)"),
+    Setting("min_samples", "int", None, check=_range(0),
+            help="samples needed in the baseline span"),
+    Setting("boundary_max_age_minutes", "int", None, check=_range(1, 1440),
+            help="oldest sample usable as a boundary value (and freshness of t0)"),
+    Setting("stats_min_matured", "int", None, check=_range(1),
+            help="matured predictions before ratios show"),
+    Setting("stats_min_observed_days", "int", None, check=_range(1),
+            help="observed days before ratios show"),
+    Setting("fault_xids", "int_list", (), check=_memory_xids,
+            help="memory XIDs whose increase is a fault event next to uncorrectable ECC growth "
+                 "(empty: ECC-only)"),
+    Setting("cap_busiest_hours", "int", 0, check=_range(0, 24),
+            help="per growth window, its n busiest hours count as its next busiest in the "
+                 "growth gates (0: none; n >= 2: no burst confined to n - 1 hours can fire the "
+                 "signal)"),
+))
+SPECS: Final[tuple[Setting, ...]] = RULE_PARAMS.settings
+SPEC_BY_KEY: Final[dict[str, Setting]] = {spec.key: spec for spec in SPECS}
+KEYS: Final[tuple[str, ...]] = RULE_PARAMS.keys
 # Keys a rule file may leave out, with the value they then have.
-OPTIONAL_KEYS: Final[dict[str, Any]] = {"enabled": True, "fault_xids": (),
-                                         "cap_busiest_hours": 0}
+OPTIONAL_KEYS: Final[dict[str, Any]] = {s.key: s.default for s in SPECS if s.default is not None}
 FROZEN_KEYS: Final[tuple[str, ...]] = (
     "window_days",
     "growth_window_hours",
@@ -192,11 +194,11 @@ def coerce(key: str, value: Any) -> tuple[Any, str | None]:
     except ValueError:
         return None, f"{key}: must be {'an integer' if spec.kind == 'int' else 'a number'}, " \
                      f"got {value!r}"
-    problem = spec.check(typed)
+    problem = None if spec.check is None else spec.check(typed)
     return (None, f"{key}: {problem}") if problem else (typed, None)
 
 
-def _coerce_list(key: str, value: Any, spec: ParamSpec) -> tuple[Any, str | None]:
+def _coerce_list(key: str, value: Any, spec: Setting) -> tuple[Any, str | None]:
     """A YAML list of whole numbers, or a comma-separated string from the environment
     (``48,63`` or empty for none) -> a sorted tuple without duplicates."""
     items: list[Any]
@@ -213,7 +215,7 @@ def _coerce_list(key: str, value: Any, spec: ParamSpec) -> tuple[Any, str | None
         return None, f"{key}: must be a list of whole numbers, got {bad[0]!r} in {value!r}"
     numbers = {int(item) for item in items}
     typed = tuple(sorted(numbers))
-    problem = spec.check(typed)
+    problem = None if spec.check is None else spec.check(typed)
     return (None, f"{key}: {problem}") if problem else (typed, None)
 
 

@@ -1,4 +1,4 @@
-"""Config sections declared as tables (evaluator/config/table.py): each dataclass takes its
+"""Config sections declared as tables (evaluator/setting_tables.py): each dataclass takes its
 defaults from its table, each key is documented, and reading by kind keeps the Checker's
 messages and lists every problem."""
 
@@ -28,10 +28,10 @@ from gpu_health.evaluator.config.source import (
     PrometheusSourceConfig,
 )
 from gpu_health.evaluator.config.storage import HA, STORAGE, HaConfig, PostgresConfig, StorageConfig
-from gpu_health.evaluator.config.table import Setting, Table
 from gpu_health.evaluator.config.values import Checker
 from gpu_health.evaluator.config.web import WEB, ListenerConfig
 from gpu_health.evaluator.config.writes import DEDUP, KEEPALIVE, DedupConfig
+from gpu_health.evaluator.setting_tables import Setting, Table
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 # Each table and the dataclass its values land in (fields named like the keys).
