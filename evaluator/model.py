@@ -31,9 +31,9 @@ RESOLVED: Final[tuple[ResolvedStatus, ...]] = ("hit", "miss", "voided")
 # it (a backtest, the statistics): tuples, hashed in C. CardKey adds the source.
 CardSlot = tuple[str, int]  # (node_id, gpu_index)
 PhysicalCard = tuple[str, int, "str | None"]  # (node_id, gpu_index, gpu_uuid): a swap is another
-# A physical card's first fault event in a period, as the store reads it (the statistics'
-# ``store.statistics.stats_queries.Fault`` adds what predicted it): (node_id, gpu_index, gpu_uuid,
-# at).
+# A physical card's first fault event in a period, as the store reads it: (node_id, gpu_index,
+# gpu_uuid, at). The statistics' ``store.statistics.stats_queries.Fault`` adds what predicted it
+# and gives this shape back as ``Fault.event``.
 FirstFault = tuple[str, int, "str | None", datetime]
 
 

@@ -289,3 +289,6 @@ def test_a_card_has_its_shapes_in_one_module() -> None:
               if p != model and (names := [n for n in _tuple_aliases(p)
                                            if n.startswith(("Card", "Fault", "FirstFault"))])}
     assert others == {"evaluator/backtest/events.py": ["CardName"]}
+    spelled_out = [relative(p) for p in sorted((REPO / "evaluator").rglob("*.py"))
+                   if p != model and "tuple[str, int, str | None]" in p.read_text()]
+    assert spelled_out == [], "a physical card is model.PhysicalCard"

@@ -45,7 +45,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from gpu_health.clock import EPOCH, epoch_us
-from gpu_health.evaluator.model import CardSlot
+from gpu_health.evaluator.model import CardSlot, PhysicalCard
 from gpu_health.evaluator.rules.params import RuleParams
 
 KNOWN_SIGNALS: Final = frozenset({
@@ -208,14 +208,14 @@ class BackfillPlan:
                  points: Iterable[tuple[str, int, str | None, datetime]] | None) -> None:
         self.ticks = ticks
         self.every_tick = points is None
-        self._points: dict[tuple[str, int, str | None], list[datetime]] = {}
+        self._points: dict[PhysicalCard, list[datetime]] = {}
         for node, gpu, uuid, at in points or ():
             self._points.setdefault((node, gpu, uuid), []).append(at)
         self._heap: list[int] = []
         self._due: dict[int, set[str]] = {}
-        self._open: dict[str, tuple[tuple[str, int, str | None], datetime, datetime]] = {}
+        self._open: dict[str, tuple[PhysicalCard, datetime, datetime]] = {}
 
-    def watch(self, pid: str, card: tuple[str, int, str | None], t0: datetime,
+    def watch(self, pid: str, card: PhysicalCard, t0: datetime,
               window_end: datetime) -> None:
         """A new pending prediction: backfill at its first possible deciding tick."""
         self._open[pid] = (card, t0, window_end)

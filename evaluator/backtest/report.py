@@ -72,10 +72,6 @@ def days_summary(values: Sequence[timedelta]) -> dict[str, Any]:
             "median": round(statistics.median(days), 3), "max": round(max(days), 3)}
 
 
-def fault_key(f: Fault) -> tuple[str, int, str | None, datetime]:
-    return (f.node_id, f.gpu_index, f.gpu_uuid, f.first_fault_at)
-
-
 def caught(faults: Sequence[Fault], window: int, first: bool) -> list[str]:
     """The faults of one class (first or repeat) a window of ``window_days`` held, as
     ``node/gpu@time`` (sorted): which faults two versions both caught, for a paired recall."""
@@ -90,7 +86,7 @@ def class_savings(db: Database, version: str, window: int, faults: Sequence[Faul
     ``version`` held, warned of at least the mitigation time ahead."""
     saved: dict[str, float | None] = {}
     for cls, counts in predictions.items():
-        held = [fault_key(f) for f in faults
+        held = [f.event for f in faults
                 if window in f.predicted_by and f.first == (cls == "first_fault")]
         leads = lead_times(db, version, held, warned=True) if costs else []
         saved[cls] = gpu_hours_saved(costs, leads, sum(counts.values()))
@@ -106,7 +102,7 @@ def version_report(db: Database, variant: Variant, summary: ReplaySummary,
     raw = raw_stats(db, since=since, until=until, source=SOURCE_REAL, nodes=None,
                     fault_xids=rs.params.fault_xids, rule_version=rs.version)
     stats = stats_document(raw, source=SOURCE_REAL, since=since, until=until, ruleset=rs)
-    predicted = [fault_key(f) for f in raw.faults if window in f.predicted_by]
+    predicted = [f.event for f in raw.faults if window in f.predicted_by]
     lead = lead_times(db, rs.version, predicted)
     own = next(w for w in stats["windows"] if w["window_days"] == window)
     saved = class_savings(db, rs.version, window, raw.faults,
@@ -155,7 +151,7 @@ def build_report(db: Database, variants: Sequence[Variant], summaries: Sequence[
         compare_with_baselines(
             row, [b for b in yardsticks if b["window_days"] == row["window_days"]])
     first = rows[0]["stats"]["windows"][0] if rows else {}
-    preceded = preceded_by_correctable(db, [fault_key(f) for f in faults])
+    preceded = preceded_by_correctable(db, [f.event for f in faults])
     return {
         "tool": "gpu-health-evaluator backtest",
         "generated_at": rfc3339(generated_at),

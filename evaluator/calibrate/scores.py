@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.backtest.compare import Costs, Point
-from gpu_health.evaluator.backtest.report import caught, class_savings, days_summary, fault_key
+from gpu_health.evaluator.backtest.report import caught, class_savings, days_summary
 from gpu_health.evaluator.calibrate.split import Part
 from gpu_health.evaluator.rules.ruleset import RuleSet
 from gpu_health.evaluator.stats.document import stats_document
@@ -67,7 +67,7 @@ def part_metrics(db: Database, ruleset: RuleSet, part: Part, costs: Costs | None
     saved = class_savings(db, ruleset.version, window, raw.faults,
                           {cls: c["predictions"] for cls, c in own["by_class"].items()}, costs)
     for cls, stats in own["by_class"].items():
-        held = [fault_key(f) for f in raw.faults
+        held = [f.event for f in raw.faults
                 if window in f.predicted_by and f.first == (cls == "first_fault")]
         result[cls] = {**{k: stats[k] for k in FIELDS},
                        "lead_time_days": days_summary(lead_times(db, ruleset.version, held)),

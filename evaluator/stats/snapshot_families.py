@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from gpu_health.contract import COUNTER_KEYS
-from gpu_health.evaluator.model import CardSlot
+from gpu_health.evaluator.model import CardSlot, PhysicalCard
 
 if TYPE_CHECKING:
     from gpu_health.evaluator.rules.actions import Recommendation
@@ -36,7 +36,7 @@ class Snapshot:
     cards: tuple[CardCapability, ...]
     stalled: frozenset[CardSlot]  # (node, gpu) with no sample for longer than the stall
     open_predictions: tuple[OpenPrediction, ...]
-    actions: tuple[tuple[tuple[str, int, str | None], Recommendation], ...] = ()
+    actions: tuple[tuple[PhysicalCard, Recommendation], ...] = ()
     # With shadow versions: (version, "active" | "shadow", that version's statistics alone)
     versions: tuple[tuple[str, str, dict[str, Any]], ...] = ()
 

@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 
 from gpu_health.clock import Clock
 from gpu_health.contract import SOURCE_REAL
-from gpu_health.evaluator.model import CardSlot
+from gpu_health.evaluator.model import CardSlot, PhysicalCard
 from gpu_health.evaluator.rules.actions import ActionPolicy, Recommendation, recommend
 from gpu_health.evaluator.stats.document import prediction_stats
 from gpu_health.evaluator.stats.snapshot_families import Snapshot, families
@@ -39,7 +39,7 @@ DB_SHARE: Final = 10.0  # refresh at most every 10 x the last snapshot's duratio
 
 
 def card_actions(db: Database, now: datetime, policy: ActionPolicy | None) -> tuple[
-        tuple[tuple[str, int, str | None], Recommendation], ...]:
+        tuple[PhysicalCard, Recommendation], ...]:
     """Every real card's recommended action (empty without a policy)."""
     if policy is None:
         return ()

@@ -52,6 +52,11 @@ class Fault:
     predicted_by: frozenset[int]  # window_days of predictions whose window held the fault
     first: bool = True  # no fault evidence on the card before it (a first fault, not a repeat)
 
+    @property
+    def event(self) -> FirstFault:
+        """The fault event itself, in the one shape the store and the backtest key faults by."""
+        return (self.node_id, self.gpu_index, self.gpu_uuid, self.first_fault_at)
+
 
 @dataclass(frozen=True, slots=True)
 class RawStats:
