@@ -19,10 +19,17 @@ from gpu_health.contract import (
     BANK_METRIC,
     CARD_LABELS,
     COUNTER_KEYS,
+    FABRIC_OK_HELP,
+    FABRIC_OK_METRIC,
+    FABRIC_STATE_HELP,
+    FABRIC_STATE_METRIC,
+    FABRIC_STATES,
     INFO_LABELS,
     INFO_METRIC,
+    LINK_HELP,
     METRIC_HELP,
     METRIC_NAMES,
+    METRIC_PREFIX,
     METRIC_TYPES,
     NODE_LABEL,
     NODE_METRIC,
@@ -33,6 +40,8 @@ from gpu_health.contract import (
     RECOVERY_METRIC,
     REMAP_HELP,
     REMAP_ROW_METRICS,
+    SLOWDOWN_HELP,
+    SLOWDOWN_METRIC,
 )
 
 from .cache import ReadingCache, VendorStatus
@@ -85,6 +94,7 @@ def build_registry(
 
 def card_families(readings: Iterable[CardReading]) -> list[Metric]:
     """gpu_info for every listed card, and each known counter; unknown ones get no sample."""
+    readings = tuple(readings)  # read twice: the memory families, then the link's
     info = GaugeMetricFamily(
         INFO_METRIC,
         "A card the vendor tool listed (1), even when none of its health counters is known.",
@@ -120,7 +130,33 @@ def card_families(readings: Iterable[CardReading]) -> list[Metric]:
                 recovery.add_metric([*labels, action], float(action == reading.recovery_action))
         if reading.pages_pending is not None:
             pending.add_metric(labels, float(reading.pages_pending))
-    return [info, *families.values(), *rows.values(), banks, recovery, pending]
+    return [info, *families.values(), *rows.values(), banks, recovery, pending,
+            *link_families(readings)]
+
+
+def link_families(readings: Iterable[CardReading]) -> list[Metric]:
+    """The PCIe link, the clock slowdown time by reason and the fabric registration of each
+    card whose tool lists them; an unknown value has no sample."""
+    link = {key: GaugeMetricFamily(METRIC_PREFIX + key, help_text, labels=list(CARD_LABELS))
+            for key, help_text in LINK_HELP.items()}
+    slowdown = CounterMetricFamily(SLOWDOWN_METRIC, SLOWDOWN_HELP,
+                                   labels=[*CARD_LABELS, "reason"])
+    state = GaugeMetricFamily(FABRIC_STATE_METRIC, FABRIC_STATE_HELP,
+                              labels=[*CARD_LABELS, "state"])
+    ok = GaugeMetricFamily(FABRIC_OK_METRIC, FABRIC_OK_HELP, labels=list(CARD_LABELS))
+    for reading in readings:
+        labels = [str(reading.gpu), reading.uuid or "", reading.vendor]
+        for key, value in reading.pcie.items():
+            if value is not None:
+                link[key].add_metric(labels, float(value))
+        for reason, micros in reading.slowdown_us.items():
+            slowdown.add_metric([*labels, reason], micros / 1e6)
+        if reading.fabric_state is not None:  # a state set, as the recovery action
+            for name in FABRIC_STATES:
+                state.add_metric([*labels, name], float(name == reading.fabric_state))
+        if reading.fabric_ok is not None:
+            ok.add_metric(labels, float(reading.fabric_ok))
+    return [*link.values(), slowdown, state, ok]
 
 
 def status_families(vendors: Iterable[VendorStatus]) -> list[Metric]:

@@ -11,10 +11,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from gpu_health.contract import COUNTER_KEYS, REMAP_KEYS, CounterKey, RemapKey
+from gpu_health.contract import (
+    COUNTER_KEYS,
+    LINK_KEYS,
+    REMAP_KEYS,
+    CounterKey,
+    LinkKey,
+    RemapKey,
+)
 
 Counters = Mapping[CounterKey, int | None]
 RemapDetails = Mapping[RemapKey, int | None]
+PcieLink = Mapping[LinkKey, int | None]
 
 
 def make_remap(known: Mapping[RemapKey, int | None] | None = None) -> RemapDetails:
@@ -22,6 +30,17 @@ def make_remap(known: Mapping[RemapKey, int | None] | None = None) -> RemapDetai
     values: dict[RemapKey, int | None] = dict.fromkeys(REMAP_KEYS)
     values.update(known or {})
     return MappingProxyType(values)
+
+
+def make_link(known: Mapping[LinkKey, int | None] | None = None) -> PcieLink:
+    """All four PCIe link keys, ``None`` (unknown) for every key not given."""
+    values: dict[LinkKey, int | None] = dict.fromkeys(LINK_KEYS)
+    values.update(known or {})
+    return MappingProxyType(values)
+
+
+def _no_slowdown() -> Mapping[str, int]:
+    return MappingProxyType({})
 
 
 def make_counters(known: Mapping[CounterKey, int | None] | None = None) -> Counters:
@@ -54,6 +73,11 @@ class CardReading:
     # NVIDIA only, where the driver lists the fields (None: unknown or not asked):
     recovery_action: str | None = None  # one of contract.RECOVERY_ACTIONS
     pages_pending: int | None = None  # retired_pages.pending: 1 yes, 0 no
+    pcie: PcieLink = field(default_factory=make_link)
+    # contract.SLOWDOWN_REASONS -> microseconds; a reason not known is not a key
+    slowdown_us: Mapping[str, int] = field(default_factory=_no_slowdown)
+    fabric_state: str | None = None  # one of contract.FABRIC_STATES
+    fabric_ok: int | None = None  # fabric.status: 1 "Success", 0 an error
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,3 +146,40 @@ RecoveryKey = Literal["recovery_action", "retired_pages_pending"]
 RECOVERY_KEYS: Final[tuple[RecoveryKey, ...]] = ("recovery_action", "retired_pages_pending")
 # Every per-card memory detail the store keeps beside the five counters, in column order.
 DETAIL_KEYS: Final[tuple[str, ...]] = (*REMAP_KEYS, *RECOVERY_KEYS)
+
+# Beyond memory (NVIDIA drivers that list the fields; absent when unknown, never 0): the PCIe
+# link as trained against the most it can train to (a width below its max is a degraded link; a
+# generation below its max is also what an idle card does to save power), the time the driver
+# held the clocks down per reason (cumulative since the driver loaded, like dcgm-exporter's
+# violation counters), and the GPU's registration with the NVLink fabric (NVSwitch systems).
+# The exporter exports them; the evaluator does not store them yet.
+LinkKey = Literal["pcie_link_generation", "pcie_link_generation_max", "pcie_link_width",
+                  "pcie_link_width_max"]
+LINK_KEYS: Final[tuple[LinkKey, ...]] = ("pcie_link_generation", "pcie_link_generation_max",
+                                         "pcie_link_width", "pcie_link_width_max")
+LINK_HELP: Final[dict[LinkKey, str]] = {
+    "pcie_link_generation": "The PCIe generation the link runs at now (an idle card may train "
+    "down to save power). Absent when unknown.",
+    "pcie_link_generation_max": "The highest PCIe generation this card and slot can run at. "
+    "Absent when unknown.",
+    "pcie_link_width": "The PCIe lanes the link runs with now. Absent when unknown.",
+    "pcie_link_width_max": "The most PCIe lanes this card and slot can run with. Absent when "
+    "unknown.",
+}
+SLOWDOWN_METRIC: Final = METRIC_PREFIX + "clock_slowdown_seconds_total"
+# nvidia-smi's clocks_event_reasons_counters.* names (microseconds), as our reason label values.
+SLOWDOWN_REASONS: Final[tuple[str, ...]] = ("sw_power_cap", "sw_thermal_slowdown",
+                                            "hw_thermal_slowdown", "hw_power_brake_slowdown")
+SLOWDOWN_HELP: Final = ("Time the driver held the clocks below the requested clocks, by reason "
+                        "(sw_power_cap, sw_thermal_slowdown, hw_thermal_slowdown, "
+                        "hw_power_brake_slowdown), since the driver loaded. Absent when unknown.")
+FABRIC_STATE_METRIC: Final = METRIC_PREFIX + "fabric_state"
+# NVML's NVML_GPU_FABRIC_STATE_* values, as our label values.
+FABRIC_STATES: Final[tuple[str, ...]] = ("not_supported", "not_started", "in_progress",
+                                         "completed")
+FABRIC_STATE_HELP: Final = ("The GPU's registration with the NVLink fabric (1 for the current "
+                            "state: not_supported, not_started, in_progress, completed). Absent "
+                            "when unknown.")
+FABRIC_OK_METRIC: Final = METRIC_PREFIX + "fabric_status_success"
+FABRIC_OK_HELP: Final = ("1 when the fabric registration completed without error, 0 when the "
+                         "driver reports an error. Absent when unknown or not completed.")

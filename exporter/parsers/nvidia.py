@@ -18,11 +18,19 @@ import csv
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
-from gpu_health.contract import CounterKey, RemapKey
+from gpu_health.contract import SLOWDOWN_REASONS, CounterKey, LinkKey, RemapKey
 from gpu_health.errors import ParseError
 
-from ..tool_output import CardReading, ParsedOutput, make_counters, make_remap
+from ..tool_output import (
+    CardReading,
+    ParsedOutput,
+    PcieLink,
+    make_counters,
+    make_link,
+    make_remap,
+)
 from .cells import CellReader, is_declared_unknown, parse_index, require_unique
 
 VENDOR = "nvidia"
@@ -58,8 +66,26 @@ REMAP_DETAIL_FIELDS: dict[str, RemapKey] = {
 # lists both; its CSV shows "None" and "[N/A]" (tests/fixtures/nvidia-h200-580.159.04).
 RECOVERY_ACTION = "gpu_recovery_action"
 PAGES_PENDING = "retired_pages.pending"
+# Beyond memory, listed by drivers 535 to 610 (captures: ../shared/fixtures/nvidia/query-*-full.csv;
+# ours: tests/fixtures/nvidia-h200-580.159.04). pcie.link.gen.current is deprecated in favour of
+# gpucurrent (both listed by 535 and 610): the newer name is read first, the older where it is
+# the only one. An idle card trains its link down (an RTX 2080 Super on 595: gen 1 of 3).
+PCIE_FIELDS: dict[str, LinkKey] = {
+    "pcie.link.gen.gpucurrent": "pcie_link_generation",
+    "pcie.link.gen.current": "pcie_link_generation",
+    "pcie.link.gen.max": "pcie_link_generation_max",
+    "pcie.link.width.current": "pcie_link_width",
+    "pcie.link.width.max": "pcie_link_width_max",
+}
+# Microseconds since the driver loaded (580 on an H200 lists them; with nounits a bare number).
+SLOWDOWN_FIELDS: dict[str, str] = {
+    f"clocks_event_reasons_counters.{reason}": reason for reason in SLOWDOWN_REASONS}
+# "Completed" and "Success" on H100/H200 with driver 590; "N/A" without NVSwitch (L40S, RTX).
+FABRIC_STATE = "fabric.state"
+FABRIC_STATUS = "fabric.status"
 PROBED_FIELDS: tuple[str, ...] = (*HEALTH_FIELDS, *REMAP_DETAIL_FIELDS, RECOVERY_ACTION,
-                                  PAGES_PENDING)
+                                  PAGES_PENDING, *PCIE_FIELDS, *SLOWDOWN_FIELDS, FABRIC_STATE,
+                                  FABRIC_STATUS)
 # The CSV's text for NVML's recovery actions. Only "None" is captured (580, H200); the others
 # are NVIDIA's documented names ("GPU Memory Error Management": Reset, Reboot, Drain P2P,
 # Drain and Reset) in the spellings nvidia-smi's -q uses; anything else is unknown, counted.
@@ -178,6 +204,7 @@ def _reading(cells: dict[str, str], number: int, reader: CellReader) -> CardRead
     known["retired_pages"] = _retired_pages(cells, where, reader)
     remap = {key: reader.count(cells[field], f"{where} {field}")
              for field, key in REMAP_DETAIL_FIELDS.items() if field in cells}
+    fabric = _fabric_state(cells.get(FABRIC_STATE), where, reader)
     return CardReading(
         vendor=VENDOR,
         gpu=gpu,
@@ -189,7 +216,45 @@ def _reading(cells: dict[str, str], number: int, reader: CellReader) -> CardRead
         recovery_action=_recovery(cells.get(RECOVERY_ACTION), where, reader),
         pages_pending=None if PAGES_PENDING not in cells else reader.flag(
             cells[PAGES_PENDING], f"{where} {PAGES_PENDING}"),
+        pcie=_pcie(cells, where, reader),
+        slowdown_us=MappingProxyType({
+            reason: us for field, reason in SLOWDOWN_FIELDS.items() if field in cells
+            and (us := reader.count(cells[field], f"{where} {field}")) is not None}),
+        fabric_state=fabric,
+        fabric_ok=_fabric_ok(cells.get(FABRIC_STATUS), fabric),
     )
+
+
+def _pcie(cells: dict[str, str], where: str, reader: CellReader) -> PcieLink:
+    """The link's generation and width, now and at most; a field's first listed name wins."""
+    known: dict[LinkKey, int | None] = {}
+    for field, key in PCIE_FIELDS.items():
+        if field in cells and known.get(key) is None:
+            known[key] = reader.count(cells[field], f"{where} {field}")
+    return make_link(known)
+
+
+# NVML's fabric states in nvidia-smi's spelling ("Completed" captured; the others as NVIDIA's
+# NVML_GPU_FABRIC_STATE_* names them); other text is unknown, counted as an unusable value.
+_FABRIC_STATES: dict[str, str] = {"not supported": "not_supported", "not started": "not_started",
+                                  "in progress": "in_progress", "completed": "completed"}
+
+
+def _fabric_state(cell: str | None, where: str, reader: CellReader) -> str | None:
+    if cell is None:
+        return None
+    state = _FABRIC_STATES.get(" ".join(cell.lower().split()))
+    if state is None:
+        reader.unusable(cell, f"{where} {FABRIC_STATE}")
+    return state
+
+
+def _fabric_ok(cell: str | None, state: str | None) -> int | None:
+    """``fabric.status`` is NVML's return code, valid only once registration completed: 1 for
+    "Success", 0 for any other code; unknown before completion or where the driver says N/A."""
+    if cell is None or is_declared_unknown(cell) or state != "completed":
+        return None
+    return 1 if cell.strip().lower() == "success" else 0
 
 
 def _recovery(cell: str | None, where: str, reader: CellReader) -> str | None:

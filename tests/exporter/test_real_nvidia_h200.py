@@ -10,8 +10,9 @@ captures could not:
 - the exporter, run as a process against that replay, exports every health value ``nvidia-smi
   -q`` shows for the card, and nothing where ``-q`` says ``N/A`` (retired pages on Hopper);
 - its card series and field-support series equal what the exporter exported on the real card
-  (plus the recovery action and pending retirement, candidates added after the capture, and
-  the ``duplicate_uuid`` error reason added after it), and
+  (plus the candidates added after the capture: the recovery action and pending retirement,
+  the PCIe link, the clock slowdown counters and the fabric registration; and the
+  ``duplicate_uuid`` error reason added after it), and
   both expositions pass the real ``promtool check metrics``.
 
 Every error count of this card is 0, so these tests show that a known 0 stays a known 0; they
@@ -41,9 +42,15 @@ UUID = "GPU-555dc98e-8792-c819-509d-0c0693544ae6"
 ONLY_NVIDIA = [arg for cls in SOURCE_CLASSES if cls.vendor != "nvidia" for arg in (cls.flag, "")]
 REPLAY_ARGS = ["--once", "--nvidia-smi", NVIDIA_SMI, *ONLY_NVIDIA, *NO_KERNEL_LOG]
 # Candidate fields added after the capture: the capture's query did not ask for
-# them, the help lists them, and the all-fields CSV answers them ("None", "[N/A]").
-NEW_SINCE_CAPTURE = (nvidia.RECOVERY_ACTION, nvidia.PAGES_PENDING)
-NEW_FAMILIES = ("gpu_health_recovery_action", "gpu_health_retired_pages_pending")
+# them, the help lists them, and the all-fields CSV answers them ("None", "[N/A]", "5", "0").
+RECOVERY_FIELDS = (nvidia.RECOVERY_ACTION, nvidia.PAGES_PENDING)
+NEW_SINCE_CAPTURE = (*RECOVERY_FIELDS, *nvidia.PCIE_FIELDS, *nvidia.SLOWDOWN_FIELDS,
+                     nvidia.FABRIC_STATE, nvidia.FABRIC_STATUS)
+LINK_FAMILIES = ("gpu_health_pcie_link_generation", "gpu_health_pcie_link_generation_max",
+                 "gpu_health_pcie_link_width", "gpu_health_pcie_link_width_max",
+                 "gpu_health_clock_slowdown_seconds_total")
+NEW_FAMILIES = ("gpu_health_recovery_action", "gpu_health_retired_pages_pending",
+                *LINK_FAMILIES, "gpu_health_fabric_state", "gpu_health_fabric_status_success")
 NEW_REASONS = ("duplicate_uuid",)  # error reasons added after the capture
 VARYING = {  # self-metrics that differ from run to run by nature
     "gpu_health_exporter_collect_duration_seconds",
@@ -110,6 +117,10 @@ def expected_from_q() -> dict[tuple[str, tuple[tuple[str, str], ...]], float | N
     levels = {level: number("Remapped Rows", "Bank Remap Availability Histogram", level.title())
               for level in ("max", "high", "partial", "low", "none")}
     action = q[("GPU Recovery Action",)].lower().replace(" ", "_")
+    link = ("PCI", "GPU Link Info")
+    slowdown = {"sw_power_cap": "SW Power Capping", "sw_thermal_slowdown": "SW Thermal Slowdown",
+                "hw_thermal_slowdown": "HW Thermal Slowdown",
+                "hw_power_brake_slowdown": "HW Power Braking"}
     pending = q[("Retired Pages", "Pending Page Blacklist")]
     return {
         **{("gpu_health_recovery_action", (*card, ("action", a))): float(a == action)
@@ -117,6 +128,15 @@ def expected_from_q() -> dict[tuple[str, tuple[tuple[str, str], ...]], float | N
         ("gpu_health_retired_pages_pending", card): None if pending == "N/A" else flag(
             "Retired Pages", "Pending Page Blacklist"),
         ("gpu_health_gpu_info", (*card, ("model", q[("Product Name",)]))): 1.0,
+        ("gpu_health_pcie_link_generation", card): number(*link, "PCIe Generation", "Current"),
+        ("gpu_health_pcie_link_generation_max", card): number(*link, "PCIe Generation", "Max"),
+        ("gpu_health_pcie_link_width", card): float(q[(*link, "Link Width", "Current")][:-1]),
+        ("gpu_health_pcie_link_width_max", card): float(q[(*link, "Link Width", "Max")][:-1]),
+        **{("gpu_health_clock_slowdown_seconds_total", (*card, ("reason", reason))):
+           float(q[("Clocks Event Reasons Counters", name)].removesuffix(" us")) / 1e6
+           for reason, name in slowdown.items()},
+        ("gpu_health_fabric_status_success", card): None if q[("Fabric", "Status")] == "N/A"
+        else float(q[("Fabric", "Status")] == "Success"),
         ("gpu_health_ecc_corrected_total", card): sum(
             number(*ecc, k) or 0 for k in ("SRAM Correctable", "DRAM Correctable")),
         ("gpu_health_ecc_uncorrected_total", card): sum(number(*ecc, k) or 0 for k in (
@@ -159,8 +179,9 @@ def test_the_real_help_text_lists_every_candidate_field_and_the_exporter_asked_f
     query, fmt = exporter_query_argv()
     assert fmt == "--format=csv,noheader,nounits"
     planned = nvidia.plan_columns(fields)
-    assert planned[-2:] == NEW_SINCE_CAPTURE
-    assert tuple(query.removeprefix("--query-gpu=").split(",")) == planned[:-2]
+    new = len(NEW_SINCE_CAPTURE)
+    assert planned[-new:] == NEW_SINCE_CAPTURE
+    assert tuple(query.removeprefix("--query-gpu=").split(",")) == planned[:-new]
 
 
 def test_the_real_query_output_parses_to_the_values_q_shows() -> None:
@@ -179,7 +200,7 @@ def test_the_real_query_output_parses_to_the_values_q_shows() -> None:
 
 def test_the_recovery_action_and_pending_retirement_as_the_driver_printed_them() -> None:
     text = capture("nvidia-smi-query-gpu-pending-recovery-noheader-nounits-{}.csv").read_text()
-    parsed = nvidia.parse_query(text, ["index", "uuid", *reversed(NEW_SINCE_CAPTURE)])
+    parsed = nvidia.parse_query(text, ["index", "uuid", *reversed(RECOVERY_FIELDS)])
     assert parsed.anomalies == ()
     (card,) = parsed.readings
     assert card.recovery_action == "none"  # "None" is a value: nothing to do
@@ -211,7 +232,7 @@ def test_the_replay_exports_what_the_exporter_exported_on_the_real_card(
         k[0] == "gpu_health_exporter_collect_errors_total"
         and dict(k[1])["reason"] in NEW_REASONS)}
     assert {k: v for k, v in now.items() if k not in added} == stable_samples(real)
-    assert {k[0] for k in added} == {"gpu_health_recovery_action",
+    assert {k[0] for k in added} == {"gpu_health_recovery_action", *LINK_FAMILIES,
                                      "gpu_health_exporter_nvidia_field_supported",
                                      "gpu_health_exporter_collect_errors_total"}
 
