@@ -43,6 +43,10 @@ EXPECT_EMPTY = {
     "First-fault recall": "insufficient samples per class",
     "Repeat precision (card had already failed)": "insufficient samples per class",
     "Cards needing action": "the replayed H100 has no row-remap problem and no memory Xid",
+    "PCIe link: lanes and generation, now and at most": "the replayed H100's columns hold no "
+    "pcie.link field: unknown, so no line (never 0)",
+    "Clocks held down, share of time by reason": "no clocks_event_reasons_counters field "
+    "either",
     "Rule versions side by side: active and shadow (first faults, 7-day window)":
         "no shadow version is configured here (tests/evaluator/stats/test_snapshot_metrics.py "
         "checks the series with one)",
