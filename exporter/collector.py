@@ -125,9 +125,7 @@ def card_families(readings: Iterable[CardReading]) -> list[Metric]:
                 rows[remap_key].add_metric(labels, float(known))
             else:
                 banks.add_metric([*labels, remap_key.removeprefix("remap_banks_")], float(known))
-        if reading.recovery_action is not None:  # a state set: every action, 1 for the current
-            for action in RECOVERY_ACTIONS:
-                recovery.add_metric([*labels, action], float(action == reading.recovery_action))
+        _add_state_set(recovery, labels, RECOVERY_ACTIONS, reading.recovery_action)
         if reading.pages_pending is not None:
             pending.add_metric(labels, float(reading.pages_pending))
     return [info, *families.values(), *rows.values(), banks, recovery, pending,
@@ -151,12 +149,18 @@ def link_families(readings: Iterable[CardReading]) -> list[Metric]:
                 link[key].add_metric(labels, float(value))
         for reason, micros in reading.slowdown_us.items():
             slowdown.add_metric([*labels, reason], micros / 1e6)
-        if reading.fabric_state is not None:  # a state set, as the recovery action
-            for name in FABRIC_STATES:
-                state.add_metric([*labels, name], float(name == reading.fabric_state))
+        _add_state_set(state, labels, FABRIC_STATES, reading.fabric_state)
         if reading.fabric_ok is not None:
             ok.add_metric(labels, float(reading.fabric_ok))
     return [*link.values(), slowdown, state, ok]
+
+
+def _add_state_set(family: GaugeMetricFamily, labels: list[str], states: Sequence[str],
+                   current: str | None) -> None:
+    """Every state, 1 for the current one; nothing when it is unknown."""
+    if current is not None:
+        for name in states:
+            family.add_metric([*labels, name], float(name == current))
 
 
 def status_families(vendors: Iterable[VendorStatus]) -> list[Metric]:

@@ -204,7 +204,7 @@ def _reading(cells: dict[str, str], number: int, reader: CellReader) -> CardRead
     known["retired_pages"] = _retired_pages(cells, where, reader)
     remap = {key: reader.count(cells[field], f"{where} {field}")
              for field, key in REMAP_DETAIL_FIELDS.items() if field in cells}
-    fabric = _fabric_state(cells.get(FABRIC_STATE), where, reader)
+    fabric = _label(cells, FABRIC_STATE, _FABRIC_STATES, where, reader)
     return CardReading(
         vendor=VENDOR,
         gpu=gpu,
@@ -213,7 +213,7 @@ def _reading(cells: dict[str, str], number: int, reader: CellReader) -> CardRead
         counters=make_counters(known),
         pci_bus_id=_text(cells.get("pci.bus_id")),
         remap=make_remap(remap),
-        recovery_action=_recovery(cells.get(RECOVERY_ACTION), where, reader),
+        recovery_action=_label(cells, RECOVERY_ACTION, _RECOVERY, where, reader),
         pages_pending=None if PAGES_PENDING not in cells else reader.flag(
             cells[PAGES_PENDING], f"{where} {PAGES_PENDING}"),
         pcie=_pcie(cells, where, reader),
@@ -240,15 +240,6 @@ _FABRIC_STATES: dict[str, str] = {"not supported": "not_supported", "not started
                                   "in progress": "in_progress", "completed": "completed"}
 
 
-def _fabric_state(cell: str | None, where: str, reader: CellReader) -> str | None:
-    if cell is None:
-        return None
-    state = _FABRIC_STATES.get(" ".join(cell.lower().split()))
-    if state is None:
-        reader.unusable(cell, f"{where} {FABRIC_STATE}")
-    return state
-
-
 def _fabric_ok(cell: str | None, state: str | None) -> int | None:
     """``fabric.status`` is NVML's return code, valid only once registration completed: 1 for
     "Success", 0 for any other code; unknown before completion or where the driver says N/A."""
@@ -257,14 +248,18 @@ def _fabric_ok(cell: str | None, state: str | None) -> int | None:
     return 1 if cell.strip().lower() == "success" else 0
 
 
-def _recovery(cell: str | None, where: str, reader: CellReader) -> str | None:
-    """The recovery action's label value; None (unknown) for [N/A], an error or new text."""
+def _label(cells: dict[str, str], field: str, spellings: dict[str, str], where: str,
+           reader: CellReader) -> str | None:
+    """A text field's label value (case, spaces and underscores aside: ``Drain P2P`` and
+    ``drain_p2p`` alike); None (unknown) when not asked, for [N/A], an error or new text, the
+    last two counted as unusable."""
+    cell = cells.get(field)
     if cell is None:
         return None
-    action = _RECOVERY.get(" ".join(cell.lower().replace("_", " ").split()))
-    if action is None:
-        reader.unusable(cell, f"{where} {RECOVERY_ACTION}")
-    return action
+    label = spellings.get(" ".join(cell.lower().replace("_", " ").split()))
+    if label is None:
+        reader.unusable(cell, f"{where} {field}")
+    return label
 
 
 def _retired_pages(cells: dict[str, str], where: str, reader: CellReader) -> int | None:
