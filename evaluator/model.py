@@ -70,10 +70,12 @@ class Counters:
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryDetails:
-    """A card's memory details beside the five counters (``gpu_health.contract.DETAIL_KEYS``):
+class CardDetails:
+    """A card's details beside the five counters (``gpu_health.contract.DETAIL_KEYS``):
     row-remap details, the driver's recovery action (its NVML value, the index in
-    ``RECOVERY_ACTIONS``) and pending page retirement (0/1). ``None`` is unknown."""
+    ``RECOVERY_ACTIONS``), pending page retirement (0/1), and beyond memory the PCIe link width
+    (now and at most), the thermal and power-brake slowdown time (microseconds, cumulative), the
+    fabric state (its index in ``FABRIC_STATES``) and status (0/1). ``None`` is unknown."""
 
     remapped_rows_correctable: int | None = None
     remapped_rows_uncorrectable: int | None = None
@@ -84,12 +86,19 @@ class MemoryDetails:
     remap_banks_none: int | None = None
     recovery_action: int | None = None
     retired_pages_pending: int | None = None
+    pcie_link_width: int | None = None
+    pcie_link_width_max: int | None = None
+    sw_thermal_slowdown_us: int | None = None
+    hw_thermal_slowdown_us: int | None = None
+    hw_power_brake_slowdown_us: int | None = None
+    fabric_state: int | None = None
+    fabric_status_success: int | None = None
 
     def as_tuple(self) -> tuple[int | None, ...]:
         return tuple(getattr(self, key) for key in DETAIL_KEYS)
 
 
-UNKNOWN_DETAILS: Final = MemoryDetails()
+UNKNOWN_DETAILS: Final = CardDetails()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +109,7 @@ class Sample:
     gpu_uuid: str | None
     sampled_at: datetime
     counters: Counters
-    details: MemoryDetails = UNKNOWN_DETAILS
+    details: CardDetails = UNKNOWN_DETAILS
 
 
 class XidKey(NamedTuple):

@@ -144,15 +144,13 @@ PAGES_PENDING_HELP: Final = ("1 when device memory pages are pending retirement 
                              "reboot or GPU reset, else 0. Absent when unknown.")
 RecoveryKey = Literal["recovery_action", "retired_pages_pending"]
 RECOVERY_KEYS: Final[tuple[RecoveryKey, ...]] = ("recovery_action", "retired_pages_pending")
-# Every per-card memory detail the store keeps beside the five counters, in column order.
-DETAIL_KEYS: Final[tuple[str, ...]] = (*REMAP_KEYS, *RECOVERY_KEYS)
 
 # Beyond memory (NVIDIA drivers that list the fields; absent when unknown, never 0): the PCIe
 # link as trained against the most it can train to (a width below its max is a degraded link; a
 # generation below its max is also what an idle card does to save power), the time the driver
 # held the clocks down per reason (cumulative since the driver loaded, like dcgm-exporter's
 # violation counters), and the GPU's registration with the NVLink fabric (NVSwitch systems).
-# The exporter exports them; the evaluator does not store them yet.
+# The evaluator stores those of HEALTH_KEYS (below).
 LinkKey = Literal["pcie_link_generation", "pcie_link_generation_max", "pcie_link_width",
                   "pcie_link_width_max"]
 LINK_KEYS: Final[tuple[LinkKey, ...]] = ("pcie_link_generation", "pcie_link_generation_max",
@@ -183,3 +181,26 @@ FABRIC_STATE_HELP: Final = ("The GPU's registration with the NVLink fabric (1 fo
 FABRIC_OK_METRIC: Final = METRIC_PREFIX + "fabric_status_success"
 FABRIC_OK_HELP: Final = ("1 when the fabric registration completed without error, 0 when the "
                          "driver reports an error. Absent when unknown or not completed.")
+
+# What the store keeps of them, one nullable BIGINT column each (the weak-signal layer reads
+# them, docs/rules.md): the link width now and at most (a width below its max is a degraded
+# link), the cumulative thermal and power-brake slowdown time in microseconds (the driver's
+# unit), the fabric state (its index in FABRIC_STATES) and status (0/1). Not stored: the link
+# generation, which an idle card lowers to save power (a row per idle spell, no fault), and
+# the power-cap slowdown, which a busy card under its power limit accrues on every read (a
+# policy, not a fault; it would turn change-only writes into a row a minute).
+HealthKey = Literal["pcie_link_width", "pcie_link_width_max", "sw_thermal_slowdown_us",
+                    "hw_thermal_slowdown_us", "hw_power_brake_slowdown_us", "fabric_state",
+                    "fabric_status_success"]
+HEALTH_KEYS: Final[tuple[HealthKey, ...]] = (
+    "pcie_link_width", "pcie_link_width_max", "sw_thermal_slowdown_us", "hw_thermal_slowdown_us",
+    "hw_power_brake_slowdown_us", "fabric_state", "fabric_status_success")
+# The slowdown reasons the store keeps, as (label value, column).
+STORED_SLOWDOWNS: Final[dict[str, HealthKey]] = {
+    "sw_thermal_slowdown": "sw_thermal_slowdown_us",
+    "hw_thermal_slowdown": "hw_thermal_slowdown_us",
+    "hw_power_brake_slowdown": "hw_power_brake_slowdown_us",
+}
+
+# Every per-card detail the store keeps beside the five counters, in column order.
+DETAIL_KEYS: Final[tuple[str, ...]] = (*REMAP_KEYS, *RECOVERY_KEYS, *HEALTH_KEYS)

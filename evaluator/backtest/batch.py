@@ -211,6 +211,9 @@ def _caches(db: Database, rulesets: Sequence[RuleSet], plans: dict[str, TickPlan
     caches = {}
     for key, members in groups.items():
         widest = max(members, key=lambda r: r.params.consecutive_windows).params
+        weak = [r.params.weak_gate for r in members if r.params.reads_weak]
+        if weak and not widest.reads_weak:  # the weak layer's values for those that read it
+            widest = replace(widest, weak_gate=weak[0])
         cards = [plans[r.version].cards for r in members]
         union = None if any(c is None for c in cards) else sorted(
             {card for c in cards for card in c or ()})

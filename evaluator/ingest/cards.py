@@ -14,10 +14,15 @@ Applies the contract in ``gpu_health.contract``:
 - ``gpu_health_xid_errors_total{xid}`` gives the card's XID counts (same value rules; a series
   without a whole-number ``xid`` label is ignored). It is not one of the five counters and never
   fills one;
-- NVIDIA's recovery action is a state set (``gpu_health_recovery_action{action}``, 1 for the
-  current action): it is known only when exactly one known action reads 1 and every other
-  series reads 0; anything else (two actions at 1, none, a value other than 0/1) is unknown,
-  counted as ``bad_state_set``. Pending page retirement is a 0/1 value like a counter;
+- NVIDIA's recovery action and fabric state are state sets (``gpu_health_recovery_action
+  {action}``, ``gpu_health_fabric_state{state}``, 1 for the current one): known only when
+  exactly one known state reads 1 and every other series reads 0; anything else (two at 1,
+  none, a value other than 0/1) is unknown, counted as ``bad_state_set``. Pending page
+  retirement, the fabric status and the PCIe link widths are values like a counter;
+- ``gpu_health_clock_slowdown_seconds_total{reason}`` gives the stored reasons' time
+  (``STORED_SLOWDOWNS``) in whole microseconds (the driver's unit; the exporter divides by
+  10**6); the other reasons are read and left out, a series without a known reason counts as
+  ``bad_reason_label``;
 - other ``gpu_health_*`` series (not the exporter's ``gpu_health_exporter_*`` self-metrics)
   are contract series this evaluator does not know, e.g. from a newer exporter: they are
   ignored and counted as ``unknown_metric``.
@@ -30,43 +35,38 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from gpu_health.contract import (
-    BANK_LEVELS,
     BANK_METRIC,
     COUNTER_KEYS,
     DETAIL_KEYS,
     INFO_METRIC,
-    METRIC_NAMES,
     METRIC_PREFIX,
     NODE_LABEL,
     NODE_METRIC,
-    PAGES_PENDING_METRIC,
-    RECOVERY_ACTIONS,
-    RECOVERY_METRIC,
-    REMAP_ROW_METRICS,
+    SLOWDOWN_METRIC,
     XID_METRIC,
     is_node_name,
 )
 from gpu_health.errors import ParseError
+from gpu_health.evaluator.ingest.contract_series import (
+    KEY_BY_NAME,
+    SELF_METRIC_PREFIX,
+    STATE_SETS,
+    WANTED_METRICS,
+    XID_LABEL,
+    bank_key,
+    slowdown_key,
+)
 from gpu_health.evaluator.ingest.exposition import RawSample, parse_samples
 from gpu_health.evaluator.ingest.wire_values import (
     MAX_GPU_INDEX,
     MAX_XID,
     Parsed,
     Values,
+    seconds_as_micros,
     value_memo,
     whole_number,
 )
-from gpu_health.evaluator.model import UNKNOWN_DETAILS, Counters, MemoryDetails
-
-XID_LABEL = "xid"
-SELF_METRIC_PREFIX = METRIC_PREFIX + "exporter_"
-RECOVERY_KEY = "recovery_action"
-
-_KEY_BY_NAME: dict[str, str] = {name: key for key, name in METRIC_NAMES.items()}
-_KEY_BY_NAME.update({name: key for key, name in REMAP_ROW_METRICS.items()})
-_KEY_BY_NAME[PAGES_PENDING_METRIC] = "retired_pages_pending"
-WANTED_METRICS: frozenset[str] = frozenset((*_KEY_BY_NAME, INFO_METRIC, XID_METRIC,
-                                            BANK_METRIC, RECOVERY_METRIC, NODE_METRIC))
+from gpu_health.evaluator.model import UNKNOWN_DETAILS, CardDetails, Counters
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ class CardReading:
     gpu_uuid: str | None
     counters: Counters
     xids: tuple[tuple[int, int], ...] = ()
-    details: MemoryDetails = UNKNOWN_DETAILS
+    details: CardDetails = UNKNOWN_DETAILS
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,18 +92,18 @@ class CardExtraction:
 
 
 class _CardBuilder:
-    __slots__ = ("duplicates", "recovery", "seen", "series", "uuids", "values", "vendors",
+    __slots__ = ("duplicates", "seen", "series", "states", "uuids", "values", "vendors",
                  "xid_duplicates", "xids")
 
     def __init__(self) -> None:
-        self.values: dict[str, int | None] = {}  # counter and row-remap detail keys
+        self.values: dict[str, int | None] = {}  # counter and detail keys
         self.seen: set[str] = set()
         self.duplicates: set[str] = set()
         self.uuids: set[str] = set()
         self.vendors: set[str] = set()
         self.xids: dict[int, int | None] = {}
         self.xid_duplicates: set[int] = set()
-        self.recovery: dict[str, str] = {}  # action label -> value text, as scraped
+        self.states: dict[str, dict[str, str]] = {}  # state-set key -> label -> value text
         self.series = 0
 
     def add_counter(self, key: str, parsed: Parsed, unknown: Counter[str]) -> None:
@@ -117,22 +117,26 @@ class _CardBuilder:
             unknown[reason] += 1
         self.values[key] = value
 
-    def add_recovery(self, action: str, text: str) -> None:
-        if action in self.recovery:
-            self.duplicates.add(RECOVERY_KEY)
-        self.recovery[action] = text
+    def add_state(self, key: str, state: str, text: str) -> None:
+        states = self.states.setdefault(key, {})
+        if state in states:
+            self.duplicates.add(key)
+        states[state] = text
 
-    def recovery_action(self, unknown: Counter[str], parsed: Values) -> int | None:
-        """The NVML value of the one action reading 1 (the state set's invariant), else None."""
-        if not self.recovery or RECOVERY_KEY in self.duplicates:
+    def state(self, key: str, known: tuple[str, ...], unknown: Counter[str],
+              parsed: Values) -> int | None:
+        """The index in ``known`` of the one state reading 1 (the state set's invariant), else
+        None."""
+        states = self.states.get(key)
+        if not states or key in self.duplicates:
             return None
-        values = {action: parsed(text)[0] for action, text in self.recovery.items()}
+        values = {state: parsed(text)[0] for state, text in states.items()}
         current = [a for a, v in values.items() if v == 1]
-        if len(current) != 1 or current[0] not in RECOVERY_ACTIONS \
+        if len(current) != 1 or current[0] not in known \
                 or any(v not in (0, 1) for v in values.values()):
             unknown["bad_state_set"] += 1
             return None
-        return RECOVERY_ACTIONS.index(current[0])
+        return known.index(current[0])
 
     def add_xid(self, xid: int, parsed: Parsed, unknown: Counter[str]) -> None:
         if xid in self.xids or xid in self.xid_duplicates:
@@ -191,7 +195,7 @@ def extract_cards(samples: Iterable[RawSample]) -> CardExtraction:
     names: set[str] = set()
     parsed = value_memo()
     for name, labels, value in samples:
-        key = _KEY_BY_NAME.get(name)  # a counter or detail: the common case, one lookup
+        key = KEY_BY_NAME.get(name)  # a counter or detail: the common case, one lookup
         xid = None
         if key is None:
             if name == XID_METRIC:
@@ -200,23 +204,28 @@ def extract_cards(samples: Iterable[RawSample]) -> CardExtraction:
                     ignored["no_xid_label" if XID_LABEL not in labels else "bad_xid_label"] += 1
                     continue
             elif name == BANK_METRIC:
-                key = _bank_key(labels, ignored)
+                key = bank_key(labels, ignored)
                 if key is None:
                     continue  # a bank-histogram sample without a known level
             elif name == NODE_METRIC:
                 _node_name(labels, names, ignored)
                 continue
-            elif name != RECOVERY_METRIC and name != INFO_METRIC:
+            elif name == SLOWDOWN_METRIC:
+                key = slowdown_key(labels, ignored)
+                if key is None:
+                    continue
+            elif name not in STATE_SETS and name != INFO_METRIC:
                 continue
         card = _card(labels, builders, ignored, seen)
         if card is None:
             continue
         if key is not None:
-            card.add_counter(key, parsed(value), unknown)
+            card.add_counter(key, seconds_as_micros(value) if name == SLOWDOWN_METRIC
+                             else parsed(value), unknown)
         elif xid is not None:
             card.add_xid(xid, parsed(value), unknown)
-        elif name == RECOVERY_METRIC:
-            card.add_recovery(labels.get("action", ""), value)
+        elif (state_set := STATE_SETS.get(name)) is not None:
+            card.add_state(state_set[1], labels.get(state_set[0], ""), value)
     cards = [_finish(index, builders[index], ignored, unknown, parsed)
              for index in sorted(builders)]
     if len(names) > 1:  # an exporter that names two nodes names none
@@ -254,20 +263,12 @@ def _finish(index: int, card: _CardBuilder, ignored: Counter[str], unknown: Coun
         ignored["conflicting_vendor"] += card.series
         return None
     values = (None if k in card.duplicates else card.values.get(k) for k in COUNTER_KEYS)
-    card.values[RECOVERY_KEY] = card.recovery_action(unknown, parsed)
+    for _, key, known in STATE_SETS.values():
+        card.values[key] = card.state(key, known, unknown, parsed)
     details = (None if k in card.duplicates else card.values.get(k) for k in DETAIL_KEYS)
     card_uuid = next(iter(card.uuids)) if card.uuids else None
     xids = tuple((x, v) for x, v in sorted(card.xids.items()) if v is not None)
-    return CardReading(index, card_uuid, Counters(*values), xids, MemoryDetails(*details))
-
-
-def _bank_key(labels: Mapping[str, str], ignored: Counter[str]) -> str | None:
-    """The detail key of a bank-histogram sample, or None (counted) without a known level."""
-    level = labels.get("level", "")
-    if level not in BANK_LEVELS:
-        ignored["bad_level_label"] += 1
-        return None
-    return "remap_banks_" + level
+    return CardReading(index, card_uuid, Counters(*values), xids, CardDetails(*details))
 
 
 def parse_cards(text: str, *, sample_limit: int | None = None,

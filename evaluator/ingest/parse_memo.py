@@ -22,12 +22,12 @@ from collections.abc import Collection
 
 from gpu_health.errors import ParseError
 from gpu_health.evaluator.ingest.cards import (
-    WANTED_METRICS,
     CardExtraction,
     extract_cards,
     parse_cards,
     with_unknown_metrics,
 )
+from gpu_health.evaluator.ingest.contract_series import WANTED_METRICS
 from gpu_health.evaluator.ingest.exposition import parse_plain_lines, parse_samples, split_wanted
 
 

@@ -44,6 +44,20 @@ def counter_value(text: str) -> Parsed:
     return int(value), None
 
 
+def seconds_as_micros(text: str) -> Parsed:
+    """A time in seconds as written on the wire -> whole microseconds (the unit the driver
+    counts in, which the exporter divides by 10**6), or (None, reason it is unknown)."""
+    value = float(text)  # the exposition parser has checked the text is a number
+    if math.isnan(value):
+        return None, "nan"
+    if math.isinf(value):
+        return None, "inf"
+    if value < 0:
+        return None, "negative"
+    micros = round(value * 1e6)
+    return (micros, None) if micros <= MAX_COUNTER else (None, "too_large")
+
+
 def whole_number(text: str, limit: int) -> int | None:
     """A label such as ``gpu`` or ``xid`` as a number: plain ASCII digits up to ``limit``."""
     if not (text.isascii() and text.isdigit()):

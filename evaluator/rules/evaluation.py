@@ -7,9 +7,13 @@ near the boundary), never 0, and a signal that needs an unknown value is abandon
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from gpu_health.evaluator.rules.params import RuleParams
 
 Layer = Literal["strong", "trend", "weak"]
 
@@ -26,6 +30,10 @@ class CardFeatures:
     ``hourly[j]`` is the correctable count at ``t0 - j`` hours for j in 0..k*g, read only for a
     rule that caps its growth windows' busiest hours and only when the last window's increase
     can pass its magnitude gate (None: not read).
+
+    The weak layer's values are read only for a rule that reads it (``weak_gate``): the
+    thermal slowdown time (hardware and software, microseconds since the driver loaded) at t0
+    and ``t0 - g``, and the PCIe link width now and at most at t0.
     """
 
     node_id: str
@@ -44,6 +52,12 @@ class CardFeatures:
     retired_pages: int | None = None
     retired_pages_before: int | None = None
     hourly: tuple[int | None, ...] | None = None
+    hw_thermal_slowdown_us: int | None = None
+    hw_thermal_slowdown_us_before: int | None = None
+    sw_thermal_slowdown_us: int | None = None
+    sw_thermal_slowdown_us_before: int | None = None
+    pcie_link_width: int | None = None
+    pcie_link_width_max: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +93,15 @@ class Decision:
     @property
     def evidence(self) -> str:
         return "; ".join(f"[{h.layer}] {h.signal}: {h.evidence}" for h in self.hits)
+
+
+Check = Callable[[CardFeatures, "RuleParams"], SignalHit | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One row of a signal table: its name and layer belong to the table, not the check."""
+
+    name: str
+    layer: Layer
+    check: Check

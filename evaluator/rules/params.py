@@ -12,7 +12,10 @@ value are the same predictions.
 :mod:`gpu_health.evaluator.rules.faults`) and ``cap_busiest_hours`` (how many of each growth
 window's busiest hours the growth gates cap at the next busiest) are frozen too, but left out of
 the hashed parameters while they have their default (empty: ECC-only; 0: none), so every
-version recorded before the parameter existed keeps its hash and its history.
+version recorded before the parameter existed keeps its hash and its history. So are the weak
+layer's ``weak_gate`` (``none``: its signals are not read; ``evidence``: they are listed beside a
+prediction; ``require``: a trend prediction needs one of them too) and ``weak_slowdown_minutes``
+(the thermal slowdown time a growth window needs for the thermal-slowdown signal).
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ from typing import Any, Final
 
 from gpu_health.evaluator.rules.faults import MEMORY_XIDS
 from gpu_health.evaluator.setting_tables import Setting, Table
+
+# How the weak layer takes part (weak_gate), see the module docstring.
+# ("none", not "off": YAML reads a bare off as false.)
+WEAK_GATES: Final = ("none", "evidence", "require")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,13 @@ class RuleParams:
     stats_min_observed_days: int
     fault_xids: tuple[int, ...] = ()
     cap_busiest_hours: int = 0
+    weak_gate: str = "none"
+    weak_slowdown_minutes: int = 60
+
+    @property
+    def reads_weak(self) -> bool:
+        """Whether the weak layer's signals are read (their features extracted)."""
+        return self.weak_gate != "none"
 
     @property
     def growth_window(self) -> timedelta:
@@ -89,6 +103,15 @@ def _one_of(*allowed: int) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         if value not in allowed:
             return f"must be one of {', '.join(map(str, allowed))}, got {value!r}"
+        return None
+
+    return check
+
+
+def _choice(*allowed: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value not in allowed:
+            return f"must be one of {', '.join(allowed)}, got {value!r}"
         return None
 
     return check
@@ -145,6 +168,12 @@ RULE_PARAMS: Final = Table("", (
             help="per growth window, its n busiest hours count as its next busiest in the "
                  "growth gates (0: none; n >= 2: no burst confined to n - 1 hours can fire the "
                  "signal)"),
+    Setting("weak_gate", "string", "none", check=_choice(*WEAK_GATES),
+            help="the weak layer: none (not read), evidence (listed beside a prediction), "
+                 "require (a trend prediction needs a weak signal too; strong ones never do)"),
+    Setting("weak_slowdown_minutes", "int", 60, check=_range(1, 1440),
+            help="thermal slowdown time within the last growth window that fires the weak "
+                 "thermal_slowdown signal"),
 ))
 SPECS: Final[tuple[Setting, ...]] = RULE_PARAMS.settings
 SPEC_BY_KEY: Final[dict[str, Setting]] = {spec.key: spec for spec in SPECS}
@@ -162,9 +191,12 @@ FROZEN_KEYS: Final[tuple[str, ...]] = (
     "boundary_max_age_minutes",
     "fault_xids",
     "cap_busiest_hours",
+    "weak_gate",
+    "weak_slowdown_minutes",
 )
 # Frozen keys added after versions were recorded: at this value they are not hashed.
-HASH_DEFAULTS: Final[dict[str, Any]] = {"fault_xids": (), "cap_busiest_hours": 0}
+HASH_DEFAULTS: Final[dict[str, Any]] = {"fault_xids": (), "cap_busiest_hours": 0,
+                                        "weak_gate": "none", "weak_slowdown_minutes": 60}
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -177,6 +209,12 @@ def coerce(key: str, value: Any) -> tuple[Any, str | None]:
     typed: Any
     if spec.kind == "int_list":
         return _coerce_list(key, value, spec)
+    if spec.kind == "string":
+        if isinstance(value, bool):  # YAML reads a bare off, no or false as false
+            return None, f"{key}: must be text, got {value!r} (a bare off reads as false)"
+        typed = str(value).strip()
+        problem = None if spec.check is None else spec.check(typed)
+        return (None, f"{key}: {problem}") if problem else (typed, None)
     if spec.kind == "bool":
         if isinstance(value, bool):
             return value, None

@@ -7,30 +7,33 @@
 | trend  | ecc_corrected_growth    | magnitude, ratio AND shape gates (see :func:`assess_growth`) |
 | trend  | remap_pending_growth    | pending remaps grew over the last growth window and > 0    |
 | trend  | retired_pages_growth    | retired pages grew over the last growth window and > 0     |
-| weak   | (reserved)              | never alone: :func:`decide` drops decisions of weak hits   |
+| weak   | thermal_slowdown        | thermal slowdown time over the last growth window          |
+|        |                         | >= weak_slowdown_minutes                                   |
+| weak   | pcie_link_degraded      | PCIe link width at t0 below its max                        |
+
+Weak signals never fire alone (:func:`decide` drops decisions of weak hits) and are read only
+when the rule's ``weak_gate`` is not ``none``; with ``require`` a trend decision needs one too.
 
 Any unknown value a signal needs abandons that signal: "no history" is never "grew from 0".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import SupportsInt
 
-from gpu_health.evaluator.rules.evaluation import CardFeatures, Decision, Layer, SignalHit
+from gpu_health.evaluator.rules.evaluation import (
+    CardFeatures,
+    Check,
+    Decision,
+    Layer,
+    Signal,
+    SignalHit,
+)
 from gpu_health.evaluator.rules.params import RuleParams
-
-Check = Callable[[CardFeatures, RuleParams], SignalHit | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Signal:
-    name: str
-    layer: Layer
-    check: Check
+from gpu_health.evaluator.rules.weak_signals import WEAK_SIGNALS
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +202,8 @@ SIGNALS: tuple[Signal, ...] = (
            _grew("retired_pages_growth", "retired_pages", "retired pages")),
 )
 
+
+
 _RANK: dict[Layer, int] = {"strong": 0, "trend": 1, "weak": 2}
 
 
@@ -246,14 +251,20 @@ def could_fire_with(always: bool, increase: int | None, p: RuleParams) -> bool:
 def decide(f: CardFeatures, p: RuleParams,
            signals: tuple[Signal, ...] = SIGNALS) -> Decision | None:
     """All hits of one card, strongest first; None unless a strong or trend signal fired (the
-    weak layer is a hard gate: weak observations can support a prediction, never make one)."""
+    weak layer is a hard gate: weak observations can support a prediction, never make one).
+    A rule whose ``weak_gate`` is not ``none`` also asks :data:`WEAK_SIGNALS`; with
+    ``require``, a decision whose strongest hit is a trend needs a weak hit beside it."""
+    table = signals if not p.reads_weak else (*signals, *WEAK_SIGNALS)
     # The table, not the check, owns name and layer: a check cannot promote itself.
     layered = [
         replace(hit, signal=s.name, layer=s.layer)
-        for s in signals
+        for s in table
         if (hit := s.check(f, p)) is not None
     ]
     layered.sort(key=lambda h: _RANK[h.layer])  # stable: table order within a layer
     if not layered or layered[0].layer == "weak":
+        return None
+    if p.weak_gate == "require" and layered[0].layer == "trend" \
+            and layered[-1].layer != "weak":
         return None
     return Decision(f, tuple(layered))

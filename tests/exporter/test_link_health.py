@@ -15,9 +15,12 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
 
+from gpu_health.contract import FABRIC_STATES, HEALTH_KEYS
+from gpu_health.evaluator.ingest.cards import parse_cards
 from gpu_health.exporter.collector import card_families
 from gpu_health.exporter.parsers import nvidia
 from gpu_health.exporter.tool_output import CardReading
@@ -120,3 +123,23 @@ def test_the_newer_generation_field_wins_and_the_older_stands_in() -> None:
     (card,) = nvidia.parse_query("0, 3\n", ["index", "pcie.link.width.current"]).readings
     assert card.pcie == {"pcie_link_generation": None, "pcie_link_generation_max": None,
                          "pcie_link_width": 3, "pcie_link_width_max": None}
+
+
+@pytest.mark.parametrize("capture", list(CASES))
+def test_the_evaluator_reads_back_what_it_stores(capture: str, tool_env: dict[str, str]) -> None:
+    """The exporter's exposition of each capture, read by the evaluator's scrape parser: the
+    link width, the thermal and power-brake slowdown time (whole microseconds, as the driver
+    counted) and the fabric, the details it stores; the power cap and the generation are left
+    out (docs/exporter.md says why)."""
+    _, (_, _, width, width_max), _, fabric, ok = CASES[capture]
+    card = replay(capture, tool_env)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Cards([card]))
+    extraction = parse_cards(generate_latest(registry).decode())
+    (read,) = extraction.cards
+    assert {k: getattr(read.details, k) for k in HEALTH_KEYS} == {
+        "pcie_link_width": width, "pcie_link_width_max": width_max, "sw_thermal_slowdown_us": 0,
+        "hw_thermal_slowdown_us": 0, "hw_power_brake_slowdown_us": 0,
+        "fabric_state": None if fabric is None else FABRIC_STATES.index(fabric),
+        "fabric_status_success": ok}
+    assert extraction.ignored_series == {} and extraction.unknown_values == {}

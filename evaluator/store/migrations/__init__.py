@@ -18,6 +18,7 @@ from gpu_health.evaluator.store.migrations import (
     m005_rollups,
     m006_cluster,
     m008_remediation,
+    m013_card_health,
 )
 from gpu_health.evaluator.store.migrations.common import Migration, Only
 
@@ -28,4 +29,5 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     *m005_rollups.MIGRATIONS,
     *m006_cluster.MIGRATIONS,
     *m008_remediation.MIGRATIONS,
+    *m013_card_health.MIGRATIONS,
 )

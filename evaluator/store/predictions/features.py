@@ -49,7 +49,7 @@ from gpu_health.evaluator.rules.signals import (
     last_increase,
 )
 from gpu_health.evaluator.store.db import Database
-from gpu_health.evaluator.store.predictions.features_sql import build_sql, offsets
+from gpu_health.evaluator.store.predictions.features_sql import WEAK_PIVOTS, build_sql, offsets
 from gpu_health.evaluator.store.readings.rollups import day_floor, watermark
 
 
@@ -173,7 +173,9 @@ def row_to_features(row: Sequence[Any], source: str, params: RuleParams) -> Card
     """One row of :func:`feature_rows` as the engine's features."""
     at, node_id, gpu_index, gpu_uuid, t0, n_corr, *rest = row
     n_offsets = params.consecutive_windows + 2
-    corr, (unc0, fail0, pend0, pend1, ret0, ret1) = rest[:n_offsets], rest[n_offsets:]
+    corr, (unc0, fail0, pend0, pend1, ret0, ret1) = rest[:n_offsets], rest[n_offsets:n_offsets + 6]
+    hw0, hw1, sw0, sw1, width, width_max = (
+        [_int(v) for v in rest[n_offsets + 6:]] or [None] * len(WEAK_PIVOTS))
     return CardFeatures(
         node_id=str(node_id),
         gpu_index=int(gpu_index),
@@ -190,4 +192,10 @@ def row_to_features(row: Sequence[Any], source: str, params: RuleParams) -> Card
         remap_pending_before=_int(pend1),
         retired_pages=_int(ret0),
         retired_pages_before=_int(ret1),
+        hw_thermal_slowdown_us=hw0,
+        hw_thermal_slowdown_us_before=hw1,
+        sw_thermal_slowdown_us=sw0,
+        sw_thermal_slowdown_us_before=sw1,
+        pcie_link_width=width,
+        pcie_link_width_max=width_max,
     )

@@ -23,7 +23,19 @@ _NEEDED: Final[dict[str, str]] = {
     "pend": "remapped_rows_pending",
     "ret": "retired_pages",
 }
-_COLUMNS: Final = ", ".join(_NEEDED.values())
+# alias -> column of the weak layer, read only for a rule that reads it (RuleParams.reads_weak)
+_WEAK: Final[dict[str, str]] = {
+    "hwt": "hw_thermal_slowdown_us",
+    "swt": "sw_thermal_slowdown_us",
+    "lw": "pcie_link_width",
+    "lwm": "pcie_link_width_max",
+}
+# after the others: thermal slowdown at t0 and t0 - g, the link at t0
+WEAK_PIVOTS: Final = ("hwt_0", "hwt_1", "swt_0", "swt_1", "lw_0", "lwm_0")
+
+
+def _needed(params: RuleParams) -> dict[str, str]:
+    return _NEEDED | _WEAK if params.reads_weak else _NEEDED
 
 
 def offsets(params: RuleParams) -> list[int]:
@@ -134,7 +146,8 @@ def _pivot_columns(params: RuleParams) -> list[str]:
     """Output columns after n_corr: corr_0..corr_{k+1} (k+1 = baseline), then the others."""
     n = len(offsets(params))
     return [f"corr_{j}" for j in range(n)] + ["unc_0", "fail_0", "pend_0", "pend_1", "ret_0",
-                                              "ret_1"]
+                                              "ret_1", *(WEAK_PIVOTS if params.reads_weak
+                                                         else ())]
 
 
 # Only the cards of $card_nodes/$card_idx: every scan of the samples is semi-joined to them.
@@ -152,6 +165,7 @@ def build_sql(params: RuleParams, n_slices: int, dialect: Dialect, cards: bool =
     if sharded and dialect.feature_shard is None:
         raise ValueError("this engine runs the features statement whole (no feature_shard)")
     columns = _pivot_columns(params)
+    needed = _needed(params)
     semi = (_CARDS if cards else "") + ((dialect.feature_shard or "") if sharded else "")
     return fill_statement(
         _TEMPLATE,
@@ -159,13 +173,14 @@ def build_sql(params: RuleParams, n_slices: int, dialect: Dialect, cards: bool =
         asof=dialect.feature_asof,
         values_q=",\n               ".join(
             f"arg_max(q.{column}, q.sampled_at){_recent(params)} AS {alias}"
-            for alias, column in _NEEDED.items()),
+            for alias, column in needed.items()),
         cards_cte=_CARDS_CTE if cards else "",
         cards=semi,
         slices="\n    UNION ALL\n".join(
-            fill_statement(_SLICE, i=i, columns=_COLUMNS, cards=semi) for i in range(n_slices)),
+            fill_statement(_SLICE, i=i, columns=", ".join(needed.values()), cards=semi)
+            for i in range(n_slices)),
         values=",\n           ".join(
-            f"arg_max(s.{column}, s.sampled_at) AS {alias}" for alias, column in _NEEDED.items()),
+            f"arg_max(s.{column}, s.sampled_at) AS {alias}" for alias, column in needed.items()),
         pivots=",\n           ".join(
             f"max({c.split('_')[0]}) FILTER (WHERE j = {c.split('_')[1]}) AS {c}"
             for c in columns),

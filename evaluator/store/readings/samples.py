@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from gpu_health.contract import COUNTER_KEYS, DETAIL_KEYS
 from gpu_health.errors import StoreError
-from gpu_health.evaluator.model import CardKey, Counters, MemoryDetails, Sample
+from gpu_health.evaluator.model import CardDetails, CardKey, Counters, Sample
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.readings import rollups
 from gpu_health.evaluator.store.sql import fill_statement, unnest_rows
@@ -34,7 +34,7 @@ def _row_to_sample(row: Sequence[object]) -> Sample:
         gpu_uuid=None if gpu_uuid is None else str(gpu_uuid),
         sampled_at=sampled_at,
         counters=Counters(*known[:n]),
-        details=MemoryDetails(*known[n:]),
+        details=CardDetails(*known[n:]),
     )
 
 

@@ -13,7 +13,7 @@ from gpu_health.clock import to_naive_utc
 from gpu_health.contract import RECOVERY_ACTIONS
 from gpu_health.evaluator.ingest.cards import parse_cards
 from gpu_health.evaluator.ingest.write_rule import Reason, decide
-from gpu_health.evaluator.model import CardKey, Counters, MemoryDetails, Sample
+from gpu_health.evaluator.model import CardDetails, CardKey, Counters, Sample
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.evaluator.store.readings.samples import insert_samples, latest_rows
 from tests.evaluator.ingest_support import T0
@@ -35,7 +35,7 @@ def exposition(none_banks: str = "0") -> str:
 def test_remap_details_are_parsed_and_unknown_levels_stay_unknown() -> None:
     extraction = parse_cards(exposition())
     (card,) = extraction.cards
-    assert card.details == MemoryDetails(remapped_rows_correctable=0,
+    assert card.details == CardDetails(remapped_rows_correctable=0,
                                       remapped_rows_uncorrectable=4, remap_banks_max=191,
                                       remap_banks_none=0)  # high/partial/low absent: unknown
     assert card.details.remap_banks_high is None
@@ -44,19 +44,19 @@ def test_remap_details_are_parsed_and_unknown_levels_stay_unknown() -> None:
 
 def test_a_change_of_remap_details_alone_is_written() -> None:
     key = CardKey("n1", 0)
-    before = Sample(key, "GPU-a", T0, Counters(0, 3), MemoryDetails(remap_banks_none=0))
+    before = Sample(key, "GPU-a", T0, Counters(0, 3), CardDetails(remap_banks_none=0))
     after = Sample(key, "GPU-a", T0 + timedelta(minutes=1), Counters(0, 3),
-                   MemoryDetails(remap_banks_none=1))
+                   CardDetails(remap_banks_none=1))
     assert decide(after, before, timedelta(minutes=5)).reason is Reason.CHANGED
     same = Sample(key, "GPU-a", T0 + timedelta(minutes=1), Counters(0, 3),
-                  MemoryDetails(remap_banks_none=0))
+                  CardDetails(remap_banks_none=0))
     assert decide(same, before, timedelta(minutes=5)).reason is Reason.UNCHANGED
 
 
 def test_stored_and_read_back_with_unknown_as_none(tmp_path: Path) -> None:
     db = DuckDBDatabase(tmp_path / "a.duckdb")
     key = CardKey("n1", 0)
-    details = MemoryDetails(remapped_rows_uncorrectable=4, remap_banks_max=191)
+    details = CardDetails(remapped_rows_uncorrectable=4, remap_banks_max=191)
     insert_samples(db, [Sample(key, "GPU-a", T0, Counters(0, 3), details)])
     assert latest_rows(db, [key])[key].details == details
     db.close()
@@ -73,7 +73,7 @@ def test_the_migration_adds_nullable_columns_to_an_older_file(tmp_path: Path) ->
     db = DuckDBDatabase(path)  # migrates on open
     (sample,) = latest_rows(db, [CardKey("n1", 0)]).values()
     assert sample.counters == Counters(0, 3)
-    assert sample.details == MemoryDetails()  # unknown, never 0
+    assert sample.details == CardDetails()  # unknown, never 0
     db.close()
 
 
@@ -122,9 +122,9 @@ def test_a_duplicated_recovery_series_makes_the_action_unknown() -> None:
 
 def test_a_new_recovery_action_alone_is_a_change_and_is_stored(tmp_path: Path) -> None:
     key = CardKey("n1", 0)
-    before = Sample(key, "GPU-a", T0, Counters(0, 3), MemoryDetails(recovery_action=0))
+    before = Sample(key, "GPU-a", T0, Counters(0, 3), CardDetails(recovery_action=0))
     after = Sample(key, "GPU-a", T0 + timedelta(minutes=1), Counters(0, 3),
-                   MemoryDetails(recovery_action=2, retired_pages_pending=1))
+                   CardDetails(recovery_action=2, retired_pages_pending=1))
     assert decide(after, before, timedelta(minutes=5)).reason is Reason.CHANGED
     db = DuckDBDatabase(tmp_path / "a.duckdb")
     insert_samples(db, [before, after])

@@ -15,7 +15,7 @@ import pytest
 from gpu_health.contract import RECOVERY_ACTIONS
 from gpu_health.errors import ConfigError
 from gpu_health.evaluator.config.rules import DEFAULT_ACTION_POLICY, load_action_policy
-from gpu_health.evaluator.model import CardKey, Counters, MemoryDetails, Sample, XidKey, XidSample
+from gpu_health.evaluator.model import CardDetails, CardKey, Counters, Sample, XidKey, XidSample
 from gpu_health.evaluator.rules.actions import (
     CHOSEN,
     CONDITIONS,
@@ -137,14 +137,14 @@ def test_the_store_gives_the_latest_remap_state_and_recent_memory_xids(new_db: N
     db = new_db("a")
     key = CardKey("n1", 0)
     insert_samples(db, [
-        Sample(key, "GPU-a", T0, Counters(0, 3, None, 0, 0), MemoryDetails(remap_banks_none=0)),
+        Sample(key, "GPU-a", T0, Counters(0, 3, None, 0, 0), CardDetails(remap_banks_none=0)),
         Sample(key, "GPU-a", T0 + timedelta(hours=1), Counters(1, 3, None, 1, 0),
-               MemoryDetails(remap_banks_none=0)),
+               CardDetails(remap_banks_none=0)),
         Sample(CardKey("n2", 0), None, T0, Counters(0, 3)),  # no row-remap fields
         Sample(CardKey("n3", 0), "GPU-v", T0, Counters(0, 3),  # a Volta: recovery, no remap
-               MemoryDetails(recovery_action=2, retired_pages_pending=1)),
+               CardDetails(recovery_action=2, retired_pages_pending=1)),
         Sample(CardKey("n4", 0), "GPU-x", T0, Counters(0, 3),  # an NVML value from the future
-               MemoryDetails(recovery_action=7)),
+               CardDetails(recovery_action=7)),
     ])
     insert_xid_samples(db, [XidSample(XidKey("n1", 0, "real", 94), "GPU-a", T0, 0),
                             XidSample(XidKey("n1", 0, "real", 94), "GPU-a",

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from gpu_health.evaluator.rules.evaluation import CardFeatures, SignalHit
+from gpu_health.evaluator.rules.evaluation import CardFeatures, Signal, SignalHit
 from gpu_health.evaluator.rules.params import RuleParams
-from gpu_health.evaluator.rules.signals import SIGNALS, Signal, assess_growth, decide
+from gpu_health.evaluator.rules.signals import SIGNALS, assess_growth, decide
 from tests.evaluator.rules_support import PARAMS, features, params
 
 
