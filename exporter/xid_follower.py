@@ -1,4 +1,5 @@
-"""Follows the kernel log for NVIDIA Xid lines, in its own thread; counts go to an XidStore.
+"""Follows the kernel log for NVIDIA Xid and NVSwitch SXid lines, in its own thread; counts go
+to an XidStore.
 
 Sources, in order, every poll (``--xid-interval``): ``/dev/kmsg`` (``--kmsg-path``) when it can
 be opened, else ``dmesg``, else ``journalctl -k`` (``--dmesg``, ``--journalctl``; ``""``
@@ -140,7 +141,7 @@ class XidFollower:
                     break
             self.store.set_readable(statuses)
             self._note_changes(statuses, failures)
-            events = (xid.parse_line(line) for line in lines or ())
+            events = (xid.parse_event(line) for line in lines or ())
             self.store.record(event for event in events if event is not None)
         except Exception as exc:  # the one catch-all of a poll
             reason = exc.reason if isinstance(exc, GpuHealthError) else "internal"

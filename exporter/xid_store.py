@@ -1,4 +1,5 @@
-"""XID counts per NVIDIA card, shared by the follower thread (writes) and ``/metrics`` (reads).
+"""XID counts per NVIDIA card and SXid counts per NVSwitch, shared by the follower thread
+(writes) and ``/metrics`` (reads).
 
 Counting happens when a line is read: its PCI id is looked up in the PCI -> card map built from
 the NVIDIA readings (``pci_key`` spelling, so ``0000:9b:00`` == ``00000000:9B:00.0``). The map
@@ -12,6 +13,12 @@ this exporter started following the kernel log. While a log source is readable, 
 IS the observation, so the memory-related XIDs (48, 63, 64, 94, 95, the ones the evaluator
 counts as faults) start at 0 per card and ``increase()`` sees their first occurrence. While no
 source is readable, nothing is exported: then the count is unknown.
+
+SXids are counted per switch as the line names it (number and PCI id; no GPU map is needed),
+code and severity. The switches are not known before they log, so a series appears with its
+first error (the alert counts a new series as an increase). At most ``MAX_SXID_SERIES`` series
+are kept (a few switches times the codes the Fabric Manager guide lists); further ones are
+dropped and counted as ``sxid_series_limit``.
 """
 
 from __future__ import annotations
@@ -26,10 +33,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from gpu_health.contract import MEMORY_XIDS, XID_METRIC
+from gpu_health.contract import MEMORY_XIDS, SXID_METRIC, XID_METRIC
 
 from .parsers.cells import pci_key
-from .parsers.xid import XidEvent
+from .parsers.xid import SxidEvent, XidEvent
 from .tool_output import CardReading
 
 READABLE_METRIC = "gpu_health_exporter_xid_log_readable"
@@ -38,11 +45,13 @@ ERRORS_METRIC = "gpu_health_exporter_xid_follow_errors_total"
 PRECREATED_XIDS: tuple[int, ...] = MEMORY_XIDS
 ERROR_REASONS: tuple[str, ...] = (
     "read", "overrun", "timeout", "exit_code", "oversize", "exec", "not_found", "internal",
-    "line_too_long")
+    "line_too_long", "sxid_series_limit")
 MAX_PENDING = 10_000
+MAX_SXID_SERIES = 512
 VENDOR = "nvidia"
 
 XidCard = tuple[int, str]  # a card as the Xid follower names it: (gpu index, uuid or "")
+SxidSeries = tuple[int, str, int, bool]  # (switch number, its PCI id, SXid, fatal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +63,7 @@ class XidSnapshot:
     readable: Mapping[str, bool]
     unmatched: int
     errors: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    sxids: Mapping[SxidSeries, int] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class XidStore:
@@ -65,6 +75,7 @@ class XidStore:
         self._known = False  # False until the first NVIDIA collection finished
         self._pending: deque[XidEvent] = deque(maxlen=MAX_PENDING)
         self._counts: dict[tuple[XidCard, int], int] = {}
+        self._sxids: dict[SxidSeries, int] = {}
         self._readable: dict[str, bool] = {}
         self._unmatched = 0
         self._errors = dict.fromkeys(ERROR_REASONS, 0)
@@ -83,10 +94,12 @@ class XidStore:
             for event in pending:
                 self._count(event)
 
-    def record(self, events: Iterable[XidEvent]) -> None:
+    def record(self, events: Iterable[XidEvent | SxidEvent]) -> None:
         with self._lock:
             for event in events:
-                if self._known:
+                if isinstance(event, SxidEvent):
+                    self._count_sxid(event)
+                elif self._known:
                     self._count(event)
                 else:
                     self._pending.append(event)
@@ -98,6 +111,13 @@ class XidStore:
             return
         key = (card, event.xid)
         self._counts[key] = self._counts.get(key, 0) + 1
+
+    def _count_sxid(self, event: SxidEvent) -> None:
+        key = (event.switch, event.pci_bus_id, event.sxid, event.fatal)
+        if key not in self._sxids and len(self._sxids) >= MAX_SXID_SERIES:
+            self._errors["sxid_series_limit"] += 1
+            return
+        self._sxids[key] = self._sxids.get(key, 0) + 1
 
     def set_readable(self, statuses: Mapping[str, bool]) -> None:
         """The log sources tried in the latest poll, and whether each could be read."""
@@ -116,6 +136,7 @@ class XidStore:
                 readable=MappingProxyType(dict(self._readable)),
                 unmatched=self._unmatched,
                 errors=MappingProxyType(dict(self._errors)),
+                sxids=MappingProxyType(dict(self._sxids)),
             )
 
 
@@ -156,4 +177,18 @@ def xid_families(snap: XidSnapshot) -> list[Metric]:
         labels=["reason"])
     for reason, count in sorted(snap.errors.items()):
         errors.add_metric([reason], float(count))
-    return [xids, readable, unmatched, errors]
+    return [xids, sxid_family(snap), readable, unmatched, errors]
+
+
+def sxid_family(snap: XidSnapshot) -> Metric:
+    sxids = CounterMetricFamily(
+        SXID_METRIC,
+        "NVSwitch SXid errors in the kernel log per switch, SXid number and severity (fatal, "
+        "non_fatal) since the exporter started following the log; a series appears with its "
+        "first error. Absent while no log source is readable.",
+        labels=["nvswitch", "pci_bus_id", "sxid", "severity"])
+    if any(snap.readable.values()):
+        for (switch, pci, sxid, fatal), count in sorted(snap.sxids.items()):
+            sxids.add_metric([str(switch), pci, str(sxid), "fatal" if fatal else "non_fatal"],
+                             float(count))
+    return sxids

@@ -89,6 +89,9 @@ VENDORS: Final[tuple[str, ...]] = (
 # Kernel-log Xid lines per NVIDIA card and Xid code, counted since the exporter started (so it
 # restarts at 0 with the exporter; exported only while the kernel log is readable).
 XID_METRIC: Final = METRIC_PREFIX + "xid_errors_total"
+# NVSwitch errors from the kernel log, per switch and SXid code, with the driver's severity
+# (fatal, non_fatal): a counter of error events since the exporter started following the log.
+SXID_METRIC: Final = METRIC_PREFIX + "nvswitch_sxid_errors_total"
 # Memory-related Xids (48 DBE, 63/64 page retirement / row remap events, 94/95 contained /
 # uncontained ECC errors): fault events for rule sets that list them.
 MEMORY_XIDS: Final[tuple[int, ...]] = (48, 63, 64, 94, 95)

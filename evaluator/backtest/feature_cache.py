@@ -10,6 +10,9 @@ ticks per statement in time order. Each row carries what a version's quick test 
 threshold-free part of :func:`gpu_health.evaluator.rules.signals.could_fire` and the increase it
 compares with ``min_increase``); features are built only for the rows a version must decide in full.
 
+When a version of the group reads the weak layer (``weak_gate``), the rows carry its values
+for every version of the group (those that do not read it ignore them).
+
 When a version of the group caps its growth windows' busiest hours (``cap_busiest_hours``), the
 rows whose last-window increase reaches the smallest ``min_increase`` of those versions also get
 their hourly correctable values (:mod:`gpu_health.evaluator.store.readings.hourly`, over the group's

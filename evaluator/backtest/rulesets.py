@@ -64,7 +64,7 @@ def parse_sweeps(items: Sequence[str]) -> list[tuple[str, list[str]]]:
             problems.append(f"--sweep {item!r}: {key!r} is not a rule parameter (known: "
                             f"{', '.join(SPEC_BY_KEY)})")
             continue
-        if key not in FROZEN_KEYS or spec.kind not in ("int", "float"):
+        if key not in FROZEN_KEYS or not _sweepable(key):
             problems.append(f"--sweep {item!r}: {key} is not a frozen single-valued parameter, "
                             "so it would not make a distinct version (sweepable: "
                             f"{', '.join(k for k in FROZEN_KEYS if _sweepable(k))})")
@@ -87,7 +87,7 @@ def parse_sweeps(items: Sequence[str]) -> list[tuple[str, list[str]]]:
 
 
 def _sweepable(key: str) -> bool:
-    return SPEC_BY_KEY[key].kind in ("int", "float")
+    return SPEC_BY_KEY[key].kind in ("int", "float", "string")
 
 
 def baseline_variants(found: Sequence[Variant],

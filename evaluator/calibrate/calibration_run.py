@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -37,7 +37,7 @@ from gpu_health.evaluator.calibrate.choose import (
 from gpu_health.evaluator.calibrate.report import base_report, candidate_rows, entry, render_text
 from gpu_health.evaluator.calibrate.rulefile import write_rule
 from gpu_health.evaluator.calibrate.scores import PartFacts, part_metrics, point
-from gpu_health.evaluator.calibrate.space import Space, candidates
+from gpu_health.evaluator.calibrate.space import Space, candidates, space_for
 from gpu_health.evaluator.calibrate.split import Split, split_period
 from gpu_health.evaluator.config.rules import baseline_files, load_ruleset
 from gpu_health.evaluator.rules.ruleset import RuleSet
@@ -75,6 +75,7 @@ def run_calibrate(options: CalibrateOptions, *, clock: Clock = system_clock,
     bt = options.backtest
     base_file = bt.rule_files[0]
     base = load_ruleset(base_file, env={})
+    options = replace(options, space=space_for(base, options.space, options.default_space))
     found = _dedup([Variant(base), *candidates(base_file, base, options.space,
                                                options.default_space)])
     yardsticks = baseline_variants([Variant(base)], baseline_files(bt.rules_dir))

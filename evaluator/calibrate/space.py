@@ -15,6 +15,12 @@ whether its windows cap their busiest hours, 4 x 4 x 3 x 2 = 96 candidates:
 - ``cap_busiest_hours`` 0, 3: whether the growth gates count each window's three busiest hours
   as its fourth (3: a burst confined to two hours cannot fire the signal).
 
+From a base that reads the weak layer (``weak_gate`` not ``none``, as ``v4-ecc-weak``), the
+default space also asks whether the weak layer gates the trend predictions: ``weak_gate``
+``evidence`` (it only lists its signals) and ``require`` (a trend prediction needs one), 192
+candidates. A base that does not read it is searched as before; ``--search weak_gate=...``
+asks anyway.
+
 The growth window, the baseline span and the hit window stay as the base has them: they change
 what a prediction means (and what its precision is measured against), not how eager the rule
 is, so changing them is a decision for an operator, who can still search them explicitly.
@@ -30,7 +36,7 @@ from pathlib import Path
 from typing import Final
 
 from gpu_health.evaluator.backtest.rulesets import Variant, parse_sweeps, variants
-from gpu_health.evaluator.rules.params import cross_problems
+from gpu_health.evaluator.rules.params import coerce, cross_problems
 from gpu_health.evaluator.rules.ruleset import RuleSet
 
 DEFAULT_SPACE: Final[tuple[tuple[str, list[str]], ...]] = (
@@ -39,6 +45,8 @@ DEFAULT_SPACE: Final[tuple[tuple[str, list[str]], ...]] = (
     ("consecutive_windows", ["1", "2", "3"]),
     ("cap_busiest_hours", ["0", "3"]),
 )
+
+WEAK_SPACE: Final = ("weak_gate", ["evidence", "require"])
 
 Space = list[tuple[str, list[str]]]
 
@@ -51,6 +59,14 @@ def parse_space(items: Sequence[str]) -> tuple[Space, bool]:
     return parse_sweeps(items), False
 
 
+def space_for(base: RuleSet, space: Space, default: bool) -> Space:
+    """The space searched from ``base``: the default one gains the weak layer's gate when the
+    base reads it."""
+    if default and base.params.reads_weak and all(k != WEAK_SPACE[0] for k, _ in space):
+        return [*space, (WEAK_SPACE[0], list(WEAK_SPACE[1]))]
+    return space
+
+
 def candidates(base_file: Path, base: RuleSet, space: Space, default: bool) -> list[Variant]:
     """Every combination as a version; the default space drops those the base cannot take."""
     if not default:
@@ -59,7 +75,7 @@ def candidates(base_file: Path, base: RuleSet, space: Space, default: bool) -> l
     found: dict[str, Variant] = {}
     for combo in itertools.product(*(values for _, values in space)):
         values = base.params.as_dict() | {
-            k: (float(v) if k == "ratio" else int(v)) for k, v in zip(keys, combo, strict=True)}
+            k: coerce(k, v)[0] for k, v in zip(keys, combo, strict=True)}
         if cross_problems(values):
             continue
         for v in variants([base_file], [(k, [x]) for k, x in zip(keys, combo, strict=True)]):

@@ -7,6 +7,7 @@
 - ``faults``: the fault-event definitions (uncorrectable ECC, memory XIDs) a rule set freezes;
 - ``evaluation`` and ``signals``: features in, decisions out; no I/O, no clock (``signals`` is
   each rule written once: the worker, the backtest and their fast paths over raw rows ask it);
+  ``weak_signals``: the weak layer's members (health beyond memory), which never fire alone;
 - ``outcome``: hit, miss or voided from what a window showed; ``actions``: the recommended-
   action policy.
 

@@ -11,9 +11,20 @@ The driver prints (open-gpu-kernel-modules format strings, and the captures in
     NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:02): 13, ...               (MIG: + compute inst.)
 
 The PCI id carries no function number; :func:`~gpu_health.exporter.parsers.cells.pci_key` brings it
-and nvidia-smi's ``00000000:9B:00.0`` to one spelling. NOT Xids: NVSwitch ``SXid (PCI:...)`` lines
-(``nvidia-nvswitch0: SXid ...``), and the multi-line "has fallen off the bus" message that newer
-open kernel modules (570) print without any Xid line.
+and nvidia-smi's ``00000000:9B:00.0`` to one spelling. NOT Xids: the multi-line "has fallen off
+the bus" message that newer open kernel modules (570) print without any Xid line.
+
+NVSwitch errors (SXids) are :class:`SxidEvent`. The NVSwitch driver prints one error as several
+lines with the same switch and code (../shared/fixtures/nvidia/kmsg-xid79-sxid20034.log, and the
+Fabric Manager user guide's examples)::
+
+    nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 63 LTSSM Fault Up
+    nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 20034, Severity 1 Engine instance 60 Sub-engine ...
+    nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Data {0x10000000, 0x10000000, ...}
+    nvidia-nvswitch4: SXid (PCI:0000:c6:00.0): 19084, Non-fatal, Link 29 AN1 Heartbeat Timeout ...
+
+Only the line that names the severity (``Fatal`` or ``Non-fatal``) is an error; the ``Severity``
+and ``Data`` lines after it describe the same one and are not counted.
 
 A line may start with a timestamp: ``[ 1843.308145]`` (dmesg, journalctl ``short-monotonic``)
 or a ``/dev/kmsg`` record prefix ``6,1234,5678901,-;`` (microseconds). Both are seconds since
@@ -32,6 +43,10 @@ _XID = re.compile(
     r"(?<![A-Za-z])NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
     r"(?:\.[0-9A-Fa-f])?)(?P<mig>(?: GPU-C?I:\s*[0-9]+)*)\): (?P<xid>[0-9]+)\b"
 )
+_SXID = re.compile(
+    r"nvidia-nvswitch(?P<switch>[0-9]+): SXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+    r"[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)\): (?P<sxid>[0-9]+), (?P<severity>Fatal|Non-fatal),"
+)
 _KMSG = re.compile(r"[0-9]+,[0-9]+,(?P<usec>[0-9]+),[^;]*;")
 _BRACKET = re.compile(r"\[\s*(?P<sec>[0-9]+\.[0-9]+)\]")
 
@@ -45,6 +60,18 @@ class XidEvent:
     xid: int
     uptime_s: float | None
     raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class SxidEvent:
+    """One NVSwitch error: the switch's number (``nvidia-nvswitchN``) and PCI id (``pci_key``
+    spelling), the SXid number, whether the driver calls it fatal, and the kernel timestamp."""
+
+    switch: int
+    pci_bus_id: str
+    sxid: int
+    fatal: bool
+    uptime_s: float | None
 
 
 def uptime_of(line: str) -> float | None:
@@ -68,3 +95,16 @@ def parse_line(line: str) -> XidEvent | None:
         return None
     return XidEvent(pci_bus_id=key, xid=int(match.group("xid")), uptime_s=uptime_of(line),
                     raw=line.rstrip("\n"))
+
+
+def parse_event(line: str) -> XidEvent | SxidEvent | None:
+    """The Xid or SXid error on ``line``, or None (any other line, an SXid's detail lines)."""
+    if "SXid" in line:
+        match = _SXID.search(line)
+        key = None if match is None else pci_key(match.group("pci"))
+        if match is None or key is None:
+            return None
+        return SxidEvent(switch=int(match.group("switch")), pci_bus_id=key,
+                         sxid=int(match.group("sxid")), fatal=match.group("severity") == "Fatal",
+                         uptime_s=uptime_of(line))
+    return parse_line(line)

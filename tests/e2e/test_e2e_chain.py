@@ -47,6 +47,9 @@ EXPECT_EMPTY = {
     "pcie.link field: unknown, so no line (never 0)",
     "Clocks held down, share of time by reason": "no clocks_event_reasons_counters field "
     "either",
+    "NVLink fabric registration": "nor a fabric.* field",
+    "NVSwitch errors on the node (SXid), since the exporter started": "no NVSwitch logged an "
+    "error: no series until the first",
     "Rule versions side by side: active and shadow (first faults, 7-day window)":
         "no shadow version is configured here (tests/evaluator/stats/test_snapshot_metrics.py "
         "checks the series with one)",

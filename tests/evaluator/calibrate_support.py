@@ -18,6 +18,12 @@ form):
 
 Fault days fall between day 20 and five days before the end, so both parts of a time split hold
 faults.
+
+A weak signal is planted on a written fleet by :func:`plant_heat`: per card, the hardware
+thermal slowdown time from an onset on (two hours of slowdown a day, what the weak
+``thermal_slowdown`` signal reads), or none (known 0, never unknown). :func:`heat_before_faults`
+heats most ``ramp`` cards for the week before their fault and a few other cards at random;
+:func:`heat_as_noise` heats cards by a coin of their own, whatever their history.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from gpu_health.evaluator.backtest.card_history import CardHistory, history
 from gpu_health.evaluator.backtest.events import Kind
 from gpu_health.evaluator.backtest.history import write_histories
 from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from gpu_health.evaluator.store.history.backtest import open_backtest, start_run
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -186,3 +193,57 @@ def write_profiled_fleet(path: Path, profile: Callable[[int, int, int], tuple[st
         return write_histories(db, histories, step=step, keepalive=keepalive), profiles
     finally:
         db.close()
+
+
+# (onset day, minutes of thermal slowdown a day) of a heated card
+Heat = tuple[float, float]
+HEAT_MINUTES_A_DAY = 120.0
+
+
+def heat_before_faults(c: int, days: int, seed: int) -> Heat | None:
+    """Card ``c`` of :func:`card_events`: 90% of the ``ramp`` cards run hot for the 7 days
+    before their fault; 5% of every other card from a random day on."""
+    name, events = card_events(c, days, seed)
+    rng = random.Random(seed * 5_000_011 + c)
+    if name == "ramp" and rng.random() < 0.9:
+        fault = max(t for t, kind in events if kind == "uncorrected")
+        return fault - 7, HEAT_MINUTES_A_DAY
+    if name != "ramp" and rng.random() < 0.05:
+        return rng.uniform(0, days), HEAT_MINUTES_A_DAY
+    return None
+
+
+def heat_as_noise(c: int, days: int, seed: int) -> Heat | None:
+    """30% of the cards, by a coin of their own, run hot from a uniform random day on: the
+    heat says nothing about their faults."""
+    rng = random.Random(seed * 5_000_011 + c)
+    return (rng.uniform(0, days), HEAT_MINUTES_A_DAY) if rng.random() < 0.3 else None
+
+
+def plant_heat(path: Path, heat: Callable[[int, int, int], Heat | None], cards: int, days: int,
+               *, seed: int = 11, start: datetime = START) -> int:
+    """Fill the weak layer's columns of a written fleet (:func:`write_profiled_fleet`, the same
+    cards, days and seed): every card's link at x16 of x16 and software thermal slowdown 0;
+    its hardware thermal slowdown 0 before its onset and growing by its minutes a day after it.
+    The values go into the rows already written (keep-alive rows every 5 minutes at the
+    least), not into rows of their own as the live write rule would add: a boundary reads
+    them at most 5 minutes late. Returns the cards heated."""
+    rows = []
+    for c in range(cards):
+        h = heat(c, days, seed)
+        onset = None if h is None else (start + timedelta(days=h[0])).timestamp()
+        rate = 0.0 if h is None else h[1] * 60e6 / 86_400  # microseconds per second
+        rows.append(f"('node-{c // 8:04d}', {c % 8}, {'NULL' if onset is None else onset}, "
+                    f"{rate})")
+    db = DuckDBDatabase(path)
+    try:
+        db.execute(f"""
+UPDATE gpu_health_samples AS s
+SET hw_thermal_slowdown_us = CASE WHEN h.onset IS NULL THEN 0
+        ELSE CAST(greatest(0, epoch(s.sampled_at) - h.onset) * h.rate AS BIGINT) END,
+    sw_thermal_slowdown_us = 0, pcie_link_width = 16, pcie_link_width_max = 16
+FROM (VALUES {", ".join(rows)}) AS h(node_id, gpu_index, onset, rate)
+WHERE s.node_id = h.node_id AND s.gpu_index = h.gpu_index""")
+    finally:
+        db.close()
+    return sum(1 for c in range(cards) if heat(c, days, seed) is not None)

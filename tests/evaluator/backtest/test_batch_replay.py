@@ -12,6 +12,7 @@ resolved_at, outcome text) is identical, and so are the rule-version rows.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gpu_health.evaluator.backtest.backtest_run import replay_all
 from gpu_health.evaluator.backtest.batch import replay_versions
@@ -71,5 +72,52 @@ def test_a_longer_period_goes_on_from_the_rows_of_a_shorter_one(tmp_path: Path) 
     assert predictions(shared) != predictions(full)
     replay_versions(shared, rulesets, START, END)
     assert predictions(shared) == predictions(full)
+    full.close()
+    shared.close()
+
+
+def heat(db: Database) -> None:
+    """The weak layer's columns on the mixed fleet: GPU-hit runs hot from day 9 on (two hours
+    of thermal slowdown a day), GPU-miss and GPU-retired never (known 0), GPU-late's link runs
+    at x8 of x16; every other card's are unknown."""
+    db.execute("""
+UPDATE gpu_health_samples SET
+    hw_thermal_slowdown_us = CASE WHEN gpu_uuid = 'GPU-hit' THEN CAST(greatest(0,
+        epoch(sampled_at) - epoch(TIMESTAMP '2026-01-10')) * 83333 AS BIGINT) ELSE 0 END,
+    pcie_link_width = CASE WHEN gpu_uuid = 'GPU-late' THEN 8 ELSE 16 END,
+    pcie_link_width_max = 16
+WHERE gpu_uuid IN ('GPU-hit', 'GPU-miss', 'GPU-retired', 'GPU-late')""")
+
+
+def test_the_weak_gate_shares_the_replay_and_only_ever_removes_trend_predictions(
+        tmp_path: Path) -> None:
+    """none, evidence and require of one threshold set, replayed shared and in full: the same
+    rows; evidence makes none's predictions (listing the weak hits); require keeps the strong
+    ones and the trend ones a weak signal backs."""
+    found = variants([V1_FILE], [("weak_gate", ["none", "evidence", "require"]),
+                                 ("min_increase", ["8"])])
+    rulesets = [v.ruleset for v in found]
+    full, shared = fleet(tmp_path, "full"), fleet(tmp_path, "shared")
+    heat(full)
+    heat(shared)
+    replay_all(full, rulesets, START, END)
+    replay_versions(shared, rulesets, START, END)
+    assert predictions(shared) == predictions(full)
+    gate = {rs.version: rs.params.weak_gate for rs in rulesets}
+    rows: dict[str, list[tuple[Any, ...]]] = {"none": [], "evidence": [], "require": []}
+    for r in predictions(full):
+        rows[gate[r[5]]].append(r)
+    made = {g: sorted((r[1], r[2], r[7], r[10]) for r in found) for g, found in rows.items()}
+    assert made["evidence"] == made["none"]  # (node, gpu, t0, signal): the same predictions
+    listed = [r[12] for r in rows["evidence"] if "[weak]" in r[12]]
+    assert any("[weak] thermal_slowdown: clocks held down for heat" in e for e in listed)
+    assert any("[weak] pcie_link_degraded: PCIe link x8 of x16 at t0" in e for e in listed)
+    assert all("[weak]" not in r[12] for r in rows["none"])
+    trend = [r for r in rows["require"] if r[11] == "trend"]
+    assert trend and all("[weak]" in r[12] for r in trend)
+    assert {(r[1], r[2]) for r in trend} <= {("n1", 0), ("n2", 0)}  # hot, or a degraded link
+    assert len(trend) < sum(1 for r in rows["none"] if r[11] == "trend")
+    strong = {g: {(r[1], r[2]) for r in found if r[11] == "strong"} for g, found in rows.items()}
+    assert strong["none"] and strong["none"] <= strong["require"]  # needs no weak signal
     full.close()
     shared.close()

@@ -14,7 +14,9 @@ caught none of the 39 first faults); written again the same way. The capped busi
 added ``cap_busiest_hours`` (0) to the version's ``params``; the only key that moved. A
 backtest file's feature statement went from 96 to 48 evaluation times (its memory limit):
 ``replay.evaluated_ticks``, the ticks whose features were read, went from 2782 to 2248 (fewer
-read ahead and then passed over); nothing else moved.
+read ahead and then passed over); nothing else moved. The weak layer added ``weak_gate``
+(``none``) and ``weak_slowdown_minutes`` (60) to the version's ``params``; the only keys that
+moved.
 """
 
 from __future__ import annotations

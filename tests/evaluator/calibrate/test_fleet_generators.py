@@ -1,11 +1,24 @@
 """The seeded fleets the calibration measurements use say what they claim: a null fleet's faults
-do not depend on the cards' correctable history; a bait fleet's bursts each fit in one hour."""
+do not depend on the cards' correctable history; a bait fleet's bursts each fit in one hour; the
+weak layer's heat precedes faults on one fleet and is noise on the other, and lands in the
+file as the cumulative slowdown the weak signal reads."""
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
+from pathlib import Path
 
-from tests.evaluator.calibrate_support import bait_events, null_events
+from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
+from tests.evaluator.calibrate_support import (
+    bait_events,
+    card_events,
+    heat_as_noise,
+    heat_before_faults,
+    null_events,
+    plant_heat,
+    write_profiled_fleet,
+)
 
 DAYS = 90
 
@@ -49,3 +62,48 @@ def test_bait_fleet_profiles_and_one_hour_bursts() -> None:
                                                                              len(c))), c
         per_day = Counter(int(t) for t in times)
         assert max(per_day.values()) >= 30 and min(per_day.get(d, 0) for d in range(DAYS)) <= 3
+
+
+def test_heat_precedes_most_faults_on_the_precursor_fleet_and_none_on_the_noise_fleet() -> None:
+    precursor: Counter[str] = Counter()
+    noise: Counter[tuple[bool, bool]] = Counter()  # (failed, heated)
+    for c in range(3000):
+        name, events = card_events(c, DAYS, seed=5)
+        fault = [t for t, kind in events if kind == "uncorrected"]
+        h = heat_before_faults(c, DAYS, seed=5)
+        if name == "ramp":
+            precursor["ramp"] += 1
+            precursor["ramp heated"] += h is not None
+            assert h is None or h[0] == fault[0] - 7  # the week before the fault
+        else:
+            precursor["other"] += 1
+            precursor["other heated"] += h is not None
+        noise[(bool(fault), heat_as_noise(c, DAYS, seed=5) is not None)] += 1
+    assert 0.86 < precursor["ramp heated"] / precursor["ramp"] < 0.94
+    assert 0.03 < precursor["other heated"] / precursor["other"] < 0.07
+    for failed in (True, False):  # 30% of either, whatever the faults
+        heated = noise[(failed, True)]
+        assert 0.26 < heated / (heated + noise[(failed, False)]) < 0.34
+
+
+def test_planted_heat_is_in_the_file_as_cumulative_slowdown(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.duckdb"
+    write_profiled_fleet(path, card_events, 16, 40, step=timedelta(hours=1), seed=5)
+    heated = plant_heat(path, heat_before_faults, 16, 40, seed=5)
+    db = DuckDBDatabase(path)
+    try:
+        rows = db.fetchall("""
+            SELECT node_id, gpu_index, min(hw_thermal_slowdown_us), max(hw_thermal_slowdown_us),
+                   count(*) FILTER (WHERE hw_thermal_slowdown_us IS NULL OR
+                                    pcie_link_width IS NULL OR sw_thermal_slowdown_us IS NULL)
+            FROM gpu_health_samples GROUP BY 1, 2 ORDER BY 1, 2""")
+    finally:
+        db.close()
+    assert len(rows) == 16 and all(r[4] == 0 for r in rows)  # known everywhere, never unknown
+    hot = [r for r in rows if r[3] > 0]
+    assert len(hot) == heated
+    for node, gpu, low, high, _ in rows:
+        h = heat_before_faults(int(node[-4:]) * 8 + gpu, 40, seed=5)
+        assert (high > 0) == (h is not None) and low == 0
+        if h is not None:  # two hours a day up to the card's last reading, at most 40 - onset
+            assert high <= (40 - h[0]) * 2 * 3600e6 + 1

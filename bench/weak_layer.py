@@ -1,0 +1,135 @@
+"""Measurement: does ``calibrate`` adopt the weak layer's gate where it helps, and only there?
+
+Two planted fleets per seed, with the correctable-error histories of the calibration fleet
+(:func:`tests.evaluator.calibrate_support.card_events`: two-week ramps before most faults,
+ramps that survive, noisy cards with bursts, sudden faults, quiet cards) and the weak layer's
+thermal slowdown planted on them (:func:`tests.evaluator.calibrate_support.plant_heat`, two
+hours of slowdown a day from a card's onset on):
+
+- *precursor*: 90% of the ramps that end in a fault run hot for the week before it, 5% of the
+  other cards from a random day on (:func:`~tests.evaluator.calibrate_support.heat_before_faults`);
+- *noise*: 30% of the cards, picked by a coin of their own, run hot from a random day on, with
+  no relation to their faults (:func:`~tests.evaluator.calibrate_support.heat_as_noise`).
+
+Each fleet is calibrated through the command from ``v4-ecc-tuned`` (rules/v4-ecc-weak.yaml with
+the growth threshold the calibration fleet chose, ``min_increase`` 8, under its own name), over
+``weak_gate`` (evidence, require) x ``min_increase`` (4, 8, 16), with the default objective
+(the most recall at a precision of at least 0.2) and with a precision-first one
+(``--min-precision 0.8``; the replays are reused, only the choice and the verdict are made
+again). A ``better`` verdict with ``weak_gate=require`` on a noise fleet is a false adoption.
+The reference, measured in the same run on the same file: the replay of the base alone (the
+seconds the search adds to it).
+
+    python -m bench.weak_layer                 # 200 cards x 150 days, seeds 11, 12, 13
+    python -m bench.weak_layer --seeds 11 --cards 120 --days 120   # a quicker look
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from gpu_health.evaluator.calibrate.report import describe
+from gpu_health.evaluator.main import main as evaluator_main
+from tests.evaluator.calibrate_support import (
+    card_events,
+    heat_as_noise,
+    heat_before_faults,
+    plant_heat,
+    write_profiled_fleet,
+)
+from tests.shared import REPO
+
+V4 = REPO / "rules" / "v4-ecc-weak.yaml"
+STEP = timedelta(minutes=5)
+SEARCH = ["--search", "weak_gate=evidence,require", "--search", "min_increase=4,8,16"]
+SETTINGS = ("0.2", "0.8")
+FLEETS = {"precursor": heat_before_faults, "noise": heat_as_noise}
+
+
+def tuned_base(folder: Path) -> Path:
+    text = V4.read_text().replace("version: v4-ecc-weak", "version: v4-ecc-tuned")
+    text = "\n".join("min_increase: 8" if line.startswith("min_increase:") else line
+                     for line in text.splitlines()) + "\n"
+    path = folder / "v4-ecc-tuned.yaml"
+    path.write_text(text)
+    return path
+
+
+def calibrate(db: Path, rules: Path, output: Path, *search: str) -> tuple[float, dict[str, Any]]:
+    began = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = evaluator_main(["calibrate", "--db", str(db), "--rules", str(rules), *search,
+                               "--output", str(output), "--no-progress", "--log.level", "error"])
+    if code != 0:
+        raise SystemExit(f"calibrate exited {code}")
+    return time.perf_counter() - began, json.loads(output.read_text())
+
+
+def one_fleet(folder: Path, name: str, seed: int, cards: int,
+              days: int) -> dict[str, tuple[str, str | None]]:
+    """(verdict, the chosen version's weak_gate) per --min-precision setting."""
+    db = folder / f"{name}-{seed}.duckdb"
+    profiles = write_profiled_fleet(db, card_events, cards, days, step=STEP, seed=seed)[1]
+    heated = plant_heat(db, FLEETS[name], cards, days, seed=seed)
+    base = tuned_base(folder)
+    # the reference: the base alone on the same file (its replay is then reused)
+    alone, _ = calibrate(db, base, folder / "ref.json", "--search", "min_increase=8")
+    print(f"{name} fleet, seed {seed}: {cards} cards x {days} days, profiles {profiles}, "
+          f"{heated} heated; the base alone {alone:.1f} s")
+    result = {}
+    for setting in SETTINGS:
+        took, report = calibrate(db, base, folder / "out.json", *SEARCH, "--min-precision",
+                                 setting)
+        chosen = report["chosen"]
+        result[setting] = (report["verdict"]["status"],
+                           None if chosen is None else chosen["params"]["weak_gate"])
+        print(f"  --min-precision {setting}: {took:.1f} s more "
+              f"({report['search']['candidates']} candidates); verdict "
+              f"{report['verdict']['status']}: {report['verdict']['reason']}")
+        for label, m in (("base", report["base"]), ("chosen", chosen)):
+            if m is None or (label == "base" and setting != SETTINGS[0]):
+                continue
+            changed = ", ".join(f"{k}={new}" for k, (_, new) in m["changes"].items())
+            print(f"    {label} {m['version']} ({changed or 'as the base'})")
+            print(f"      train: {describe(m['train'])}\n      test:  {describe(m['test'])}")
+    db.unlink()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seeds", default="11,12,13")
+    parser.add_argument("--cards", type=int, default=200)
+    parser.add_argument("--days", type=int, default=150)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    results: dict[str, list[dict[str, tuple[str, str | None]]]] = {name: [] for name in FLEETS}
+    with tempfile.TemporaryDirectory(prefix="gpu-health-weak-") as tmp:
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for name in FLEETS:
+                results[name].append(one_fleet(Path(tmp), name, seed, args.cards, args.days))
+    false = 0
+    print("\nfleet | --min-precision | adopted (better, weak_gate=require) | verdicts")
+    for name, runs in results.items():
+        for setting in SETTINGS:
+            got = [r[setting] for r in runs]
+            adopted = sum(v == ("better", "require") for v in got)
+            false += adopted if name == "noise" else 0
+            print(f"{name} | {setting} | {adopted} / {len(got)} | "
+                  + ", ".join(f"{v} ({g})" for v, g in got))
+    print(f"\nfalse adoptions on noise fleets: {false} (target 0)")
+    return 0 if false == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
