@@ -29,7 +29,15 @@ from datetime import datetime, timedelta
 
 from gpu_health.evaluator.backtest.card_history import CardHistory
 from gpu_health.evaluator.ingest.write_rule import decide, xid_decision
-from gpu_health.evaluator.model import CardKey, Counters, Sample, XidKey, XidSample
+from gpu_health.evaluator.model import (
+    UNKNOWN_DETAILS,
+    CardDetails,
+    CardKey,
+    Counters,
+    Sample,
+    XidKey,
+    XidSample,
+)
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.history.backtest_import import (
     append_segments,
@@ -130,10 +138,11 @@ class ReadingWriter:
         period = timedelta(0) if step is None else keepalive_period(step, keepalive)
         return cls(db, keepalive, {}, [], period=period)
 
-    def add(self, key: CardKey, uuid: str | None, at: datetime, counters: Counters) -> bool:
+    def add(self, key: CardKey, uuid: str | None, at: datetime, counters: Counters,
+            details: CardDetails = UNKNOWN_DETAILS) -> bool:
         """Feed one reading; True when it was kept."""
         self.seen += 1
-        sample = Sample(key, uuid, at, counters)
+        sample = Sample(key, uuid, at, counters, details)
         if decide(sample, self.last.get(key), self.keepalive).write:
             self.last[key] = sample
             self.pending.append(sample)
@@ -147,14 +156,14 @@ class ReadingWriter:
             self.xid_pending.append(row)
 
     def change(self, key: CardKey, at: datetime,
-               reading: tuple[str | None, Counters] | None) -> None:
+               reading: tuple[str | None, Counters, CardDetails] | None) -> None:
         """The card's reading changed at ``at`` (None: it has none from ``at`` on, a gap)."""
         self.hold(key, at)
         if reading is None:
             self.current.pop(key, None)
             return
-        self.add(key, reading[0], at, reading[1])
-        self.current[key] = Sample(key, reading[0], at, reading[1])
+        self.add(key, reading[0], at, reading[1], reading[2])
+        self.current[key] = Sample(key, reading[0], at, reading[1], reading[2])
 
     def hold(self, key: CardKey, until: datetime) -> None:
         """The rows ``decide`` writes for the unchanged reading before ``until``: one every
@@ -167,10 +176,10 @@ class ReadingWriter:
         n = (until - last.sampled_at - timedelta(microseconds=1)) // period
         if n <= 0:
             return
-        first = Sample(key, held.gpu_uuid, last.sampled_at + period, held.counters)
+        first = Sample(key, held.gpu_uuid, last.sampled_at + period, held.counters, held.details)
         final = last.sampled_at + n * period
         self.runs.append((first, final))
-        self.last[key] = Sample(key, held.gpu_uuid, final, held.counters)
+        self.last[key] = Sample(key, held.gpu_uuid, final, held.counters, held.details)
         self.seen += n
 
     def hold_all(self, until: datetime) -> None:

@@ -30,10 +30,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpu_health.evaluator.backtest.history import ReadingWriter
+from gpu_health.evaluator.ingest.prometheus.assembly import Assembly
 from gpu_health.evaluator.ingest.prometheus.changes import GONE, ChangeTracker, change_query
 from gpu_health.evaluator.ingest.prometheus.metricsets import (
     DEFAULT_MAX_POINTS,
-    Assembly,
     MetricSet,
     index_map,
     selector_query,

@@ -1,6 +1,7 @@
 """The ``prometheus`` ingest source: readings from a Prometheus-compatible server's query API.
 
-``metricsets`` (whose series hold the counters and whose card they are), ``query`` (bounded range
+``metricsets`` (whose series hold the counters and the stored details, and whose card they are),
+``assembly`` (one chunk's answers folded into per-card readings), ``query`` (bounded range
 queries), ``window`` (which steps a cycle reads), ``changes`` (change points of long histories),
 ``xids`` (XID counts, derived from dcgm's last-value gauge), ``steps`` (one step's readings as
 scrape results for the ingestor), ``source`` (the live cycle and its status),

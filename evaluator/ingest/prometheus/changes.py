@@ -17,7 +17,7 @@ The very first step of an import is read plainly (there is no "earlier" inside t
 
 :class:`ChangeTracker` keeps each series' current value across chunks and, at every time one of
 a card's series changes, materialises the card's reading from all its present series with the
-same rules as :func:`~gpu_health.evaluator.ingest.prometheus.metricsets.add_series`: two present
+same rules as :func:`~gpu_health.evaluator.ingest.prometheus.assembly.add_series`: two present
 series of one metric disagreeing make it unknown, two UUIDs at once drop the reading, no present
 series is no reading (a gap). Only the series' labels identify it (the metric name is the query's).
 """
@@ -29,19 +29,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from gpu_health.evaluator.ingest.prometheus.assembly import counters_of, details_of
 from gpu_health.evaluator.ingest.prometheus.metricsets import (
     MetricSet,
     card_of,
-    counter_value,
-    counters_of,
     selector_query,
     unknown_reason,
 )
-from gpu_health.evaluator.model import CardKey, Counters
+from gpu_health.evaluator.model import CardDetails, CardKey, Counters
 
 GONE: Final = "gpu_health_gone"
 SeriesId = tuple[str, frozenset[tuple[str, str]]]
-Reading = tuple[str | None, Counters] | None  # None: no reading (a gap, or two UUIDs at once)
+# None: no reading (a gap, or two UUIDs at once)
+Reading = tuple[str | None, Counters, CardDetails] | None
 
 
 def change_query(metric: str, selector: str, step: timedelta) -> str:
@@ -59,7 +59,7 @@ class ChangeTracker:
     ms: MetricSet
     node_label: str | None = None
     cards: dict[CardKey, dict[SeriesId, tuple[str | None, str, str]]] = field(
-        default_factory=dict)  # card -> series -> (uuid, metric, value text)
+        default_factory=dict)  # card -> series -> (uuid, value name, value text)
     dropped: dict[str, int] = field(default_factory=dict)
     absent: dict[str, int] = field(default_factory=dict)  # counter key -> readings without it
 
@@ -80,11 +80,14 @@ class ChangeTracker:
                     self._drop("series_without_card_identity")
                     continue
                 key, uuid = found
+                name = self.ms.value_name(metric, labels)
+                if name is None:
+                    continue  # a series the store does not keep
                 sid = (metric, frozenset(labels.items()))
                 for ts, text in s.get("values", ()):
                     at = datetime.fromtimestamp(float(ts), UTC)
                     events.setdefault(at, []).append(
-                        (key, sid, None if gone else (uuid, metric, str(text))))
+                        (key, sid, None if gone else (uuid, name, str(text))))
         out: list[tuple[CardKey, datetime, Reading]] = []
         for at in sorted(events):
             touched: dict[CardKey, None] = {}
@@ -108,18 +111,18 @@ class ChangeTracker:
             self._drop("uuid_conflict")
             return None
         values: dict[str, int | None] = {}
-        for _, metric, text in present.values():
-            value = counter_value(text)
+        for _, name, text in present.values():
+            value = self.ms.value(name, text)
             if value is None:
                 self._drop(unknown_reason(text))
-            if metric in values and values[metric] != value:
+            if name in values and values[name] != value:
                 self._drop("duplicate_series")
                 value = None
-            values[metric] = value
+            values[name] = value
         for counter, names in self.ms.counters.items():  # no series of it here: unread
             if not all(n in values for n in names):
                 self.absent[counter] = self.absent.get(counter, 0) + 1
-        return uuids.pop(), counters_of(self.ms, values)
+        return uuids.pop(), counters_of(self.ms, values), details_of(self.ms, values)
 
     def _drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1

@@ -1,4 +1,5 @@
-"""Which Prometheus series hold the five counters, and whose card they are (pure).
+"""Which Prometheus series hold the five counters and the stored details, and whose card they
+are (pure).
 
 Three exporters' names are understood (``--metrics``), per counter ``ours`` (gpu-health-exporter)
 / ``dcgm`` (dcgm-exporter) / ``nvidia_smi`` (utkuozdemir/nvidia_gpu_exporter):
@@ -15,7 +16,17 @@ Three exporters' names are understood (``--metrics``), per counter ``ours`` (gpu
 - row-remap failure: ``gpu_health_remapped_rows_failure`` / ``DCGM_FI_DEV_ROW_REMAP_FAILURE`` /
   ``nvidia_smi_remapped_rows_failure``.
 
-A sum is unknown when either part is (as the exporter does for retired pages). Identity:
+A sum is unknown when either part is (as the exporter does for retired pages).
+
+Details beyond memory (docs/rules.md, *The weak layer*), ``ours`` only: the PCIe link width
+(``gpu_health_pcie_link_width``, ``_max``), the thermal and power-brake slowdown time
+(``gpu_health_clock_slowdown_seconds_total`` by ``reason``, seconds stored as whole
+microseconds; the other reasons' series are not read) and the fabric status
+(``gpu_health_fabric_status_success``). dcgm-exporter's and nvidia_gpu_exporter's lists hold none
+of them (dcgm-exporter's ``DCGM_FI_DEV_THERMAL_VIOLATION``, commented out in its default lists,
+counts every thermal throttling without the hardware/software split), so those sets read none.
+
+Identity:
 
 - ``ours``: ``gpu`` and ``uuid`` labels; node = the ``node`` label (the evaluator's target
   label), else the host of ``instance``;
@@ -48,20 +59,38 @@ name two UUIDs at one time is dropped for that reading (two cards in one slot).
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any, Final
 
-from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, XID_METRIC, CounterKey
+from gpu_health.contract import (
+    COUNTER_KEYS,
+    FABRIC_OK_METRIC,
+    METRIC_NAMES,
+    METRIC_PREFIX,
+    SLOWDOWN_METRIC,
+    STORED_SLOWDOWNS,
+    XID_METRIC,
+    CounterKey,
+)
 from gpu_health.evaluator.ingest.wire_values import MAX_COUNTER, MAX_GPU_INDEX
-from gpu_health.evaluator.model import MAX_NODE_ID, CardKey, Counters
+from gpu_health.evaluator.model import CardKey
 
 LIMIT_POINTS: Final = 11_000  # Prometheus: "exceeded maximum resolution of 11,000 points"
 DEFAULT_MAX_POINTS: Final = 10_000  # steps per series per range query
 # float(0x7ffffffffffffff0): DCGM_INT64_BLANK and every sentinel above it read as 2**63.
 DCGM_INT64_SENTINEL: Final = float(0x7FFFFFFFFFFFFFF0)
+
+
+@dataclass(frozen=True, slots=True)
+class DetailSeries:
+    """Where a stored detail comes from: a metric, only its series whose ``label`` reads
+    ``value`` when a label is given, and whether it is in seconds (stored as microseconds)."""
+
+    metric: str
+    label: str | None = None
+    value: str | None = None
+    seconds: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +106,27 @@ class MetricSet:
     xid_kind: str = "counter"  # or "last_value": the gauge of the last XID code (dcgm)
     uuid_prefix: str = ""  # put in front of a UUID that lacks it (nvidia_smi: "GPU-")
     tenant_label: str | None = None
+    details: Mapping[str, DetailSeries] = field(default_factory=dict)  # detail key -> series
 
     def metric_names(self) -> list[str]:
-        """The counters' metrics, then the info metric."""
+        """The counters' metrics, the details' metrics, then the info metric."""
         names = [n for key in COUNTER_KEYS for n in self.counters.get(key, ())]
+        names += dict.fromkeys(d.metric for d in self.details.values())
         return names + ([self.info_metric] if self.info_metric else [])
+
+    def value_name(self, metric: str, labels: Mapping[str, str]) -> str | None:
+        """What a series of ``metric`` holds: the metric's name for a counter's series, the
+        detail key for a detail's; None for a series the store does not keep (another
+        slowdown reason)."""
+        for key, d in self.details.items():
+            if d.metric == metric and (d.label is None or labels.get(d.label) == d.value):
+                return key
+        return None if any(d.metric == metric for d in self.details.values()) else metric
+
+    def value(self, name: str, text: Any) -> int | None:
+        """A sample of ``name`` (:meth:`value_name`) as stored; None when unknown."""
+        d = self.details.get(name)
+        return seconds_value(text) if d is not None and d.seconds else counter_value(text)
 
     def query_names(self) -> list[str]:
         """Every metric a reader asks for: :meth:`metric_names`, then the XID metric."""
@@ -104,7 +149,13 @@ class MetricSet:
 
 
 OURS: Final = MetricSet("ours", {k: (METRIC_NAMES[k],) for k in COUNTER_KEYS}, ("node",),
-                        "gpu", "uuid", xid_metric=XID_METRIC)
+                        "gpu", "uuid", xid_metric=XID_METRIC, details={
+    "pcie_link_width": DetailSeries(METRIC_PREFIX + "pcie_link_width"),
+    "pcie_link_width_max": DetailSeries(METRIC_PREFIX + "pcie_link_width_max"),
+    **{key: DetailSeries(SLOWDOWN_METRIC, "reason", reason, seconds=True)
+       for reason, key in STORED_SLOWDOWNS.items()},
+    "fabric_status_success": DetailSeries(FABRIC_OK_METRIC),
+})
 DCGM: Final = MetricSet("dcgm", {
     "ecc_uncorrected_total": ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",),
     "ecc_corrected_total": ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",),
@@ -125,17 +176,6 @@ NVIDIA_SMI: Final = MetricSet("nvidia_smi", {
 METRIC_SETS: Final[dict[str, MetricSet]] = {m.name: m for m in (OURS, DCGM, NVIDIA_SMI)}
 
 
-@dataclass(slots=True)
-class Assembly:
-    """Readings of one chunk: card -> time -> (uuid, metric -> value), and what was dropped."""
-
-    readings: dict[CardKey, dict[datetime, tuple[str | None, dict[str, int | None]]]] = \
-        field(default_factory=dict)
-    dropped: Counter[str] = field(default_factory=Counter)
-    series: int = 0
-    tenants: dict[str, str] = field(default_factory=dict)  # node -> tenant label value
-
-
 def counter_value(text: Any) -> int | None:
     """A Prometheus sample value as a counter, or None (unknown) when it cannot be one.
 
@@ -150,6 +190,17 @@ def counter_value(text: Any) -> int | None:
             value > MAX_COUNTER:
         return None
     return int(value)
+
+
+def seconds_value(text: Any) -> int | None:
+    """A time in seconds as whole microseconds (the unit the store keeps), or None (unknown)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(value) or value < 0 or value * 1e6 > MAX_COUNTER:
+        return None
+    return round(value * 1e6)
 
 
 def selector_query(metric: str, selector: str) -> str:
@@ -208,65 +259,3 @@ def card_of(ms: MetricSet, labels: Mapping[str, str], node_label: str | None,
     if node is None or gpu is None:
         return None
     return CardKey(node, gpu), uuid
-
-
-def add_series(acc: Assembly, ms: MetricSet, metric: str, series: Iterable[Mapping[str, Any]],
-               node_label: str | None, indexes: Mapping[tuple[str, str], int]) -> None:
-    """Fold one metric's range-query result into the chunk's readings."""
-    for s in series:
-        acc.series += 1
-        labels = s.get("metric", {})
-        found = card_of(ms, labels, node_label, indexes)
-        if found is None:
-            acc.dropped["series_without_card_identity"] += 1
-            continue
-        key, uuid = found
-        if len(key.node_id) > MAX_NODE_ID:  # the API could never address it
-            acc.dropped["node_name_too_long"] += 1
-            continue
-        if ms.tenant_label and labels.get(ms.tenant_label):
-            acc.tenants[key.node_id] = labels[ms.tenant_label]
-        card = acc.readings.setdefault(key, {})
-        for ts, text in s.get("values", ()):
-            at = datetime.fromtimestamp(float(ts), UTC)
-            slot_uuid, values = card.setdefault(at, (uuid, {}))
-            if slot_uuid != uuid:
-                acc.dropped["uuid_conflict"] += 1
-                card[at] = (slot_uuid, {**values, "__conflict__": None})
-                continue
-            value = counter_value(text)
-            if value is None:
-                acc.dropped[unknown_reason(text)] += 1
-            if metric in values and values[metric] != value:
-                acc.dropped["duplicate_series"] += 1
-                value = None
-            values[metric] = value
-
-
-def counters_of(ms: MetricSet, values: Mapping[str, int | None]) -> Counters:
-    """The five counters from one reading's metric values (missing parts: unknown)."""
-    result: list[int | None] = []
-    for key in COUNTER_KEYS:  # plain loops: called once per reading of a whole history
-        total: int | None = None
-        for name in ms.counters.get(key, ()):
-            part = values.get(name)
-            if part is None:
-                total = None
-                break
-            total = part if total is None else total + part
-        result.append(total)
-    return Counters(*result)
-
-
-def readings(acc: Assembly, ms: MetricSet) -> list[tuple[CardKey, str | None, datetime,
-                                                         Counters]]:
-    """(card, uuid, time, counters) in time order per card; readings of a card whose series
-    disagreed on the UUID are dropped."""
-    rows = []
-    for key in sorted(acc.readings, key=lambda k: (k.node_id, k.gpu_index)):
-        for at in sorted(acc.readings[key]):
-            uuid, values = acc.readings[key][at]
-            if "__conflict__" in values:
-                continue
-            rows.append((key, uuid, at, counters_of(ms, values)))
-    return rows

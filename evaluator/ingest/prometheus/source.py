@@ -33,11 +33,10 @@ from gpu_health.errors import SourceError
 from gpu_health.evaluator.config.source import PrometheusSourceConfig
 from gpu_health.evaluator.config.targets import Target
 from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
+from gpu_health.evaluator.ingest.prometheus.assembly import Assembly, add_series
 from gpu_health.evaluator.ingest.prometheus.metricsets import (
     METRIC_SETS,
-    Assembly,
     MetricSet,
-    add_series,
     index_map,
     selector_query,
 )

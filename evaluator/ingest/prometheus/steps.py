@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 
 from gpu_health.evaluator.config.targets import Target
 from gpu_health.evaluator.ingest.cards import CardExtraction, CardReading
-from gpu_health.evaluator.ingest.prometheus.metricsets import Assembly, MetricSet, readings
+from gpu_health.evaluator.ingest.prometheus.assembly import Assembly, readings
+from gpu_health.evaluator.ingest.prometheus.metricsets import MetricSet
 from gpu_health.evaluator.ingest.prometheus.xids import XidReadings
 from gpu_health.evaluator.ingest.scrape import ScrapeResult
 from gpu_health.evaluator.model import CardKey, Counters
@@ -44,11 +45,11 @@ def step_results(acc: Assembly, ms: MetricSet, xids: XidReadings,
                  tenants: Mapping[str, str]) -> list[tuple[datetime, list[ScrapeResult]]]:
     """(step, one result per node) in time order."""
     cards: dict[datetime, dict[CardKey, CardReading]] = {}
-    for key, uuid, at, counters in readings(acc, ms):
+    for key, uuid, at, counters, details in readings(acc, ms):
         known = xids.get(key, {}).pop(at, None)
         cards.setdefault(at, {})[key] = CardReading(
             key.gpu_index, uuid, counters,
-            tuple(sorted(known[1].items())) if known and known[0] == uuid else ())
+            tuple(sorted(known[1].items())) if known and known[0] == uuid else (), details)
     for key, times in xids.items():  # XID counts of cards without a counter reading
         for at, (uuid, counts) in times.items():
             cards.setdefault(at, {}).setdefault(key, CardReading(

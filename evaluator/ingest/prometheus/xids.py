@@ -27,8 +27,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpu_health.contract import MEMORY_XIDS
+from gpu_health.evaluator.ingest.prometheus.assembly import Assembly
 from gpu_health.evaluator.ingest.prometheus.metricsets import (
-    Assembly,
     MetricSet,
     card_of,
     counter_value,

@@ -137,21 +137,22 @@ def _insert_runs(db: Database, runs: Sequence[tuple[Sample, datetime]], period: 
         rows = [Sample(s.key, s.gpu_uuid, s.sampled_at + k * period, s.counters, s.details)
                 for s, last in runs for k in range((last - s.sampled_at) // period + 1)]
         return insert_samples(db, rows)
-    columns: list[list[object]] = [[] for _ in range(6 + len(COUNTER_KEYS))]
+    keys = (*COUNTER_KEYS, *DETAIL_KEYS)
+    columns: list[list[object]] = [[] for _ in range(6 + len(keys))]
     for s, last in runs:
         values = (s.key.node_id, s.key.gpu_index, s.gpu_uuid, s.key.source,
-                  s.sampled_at, last, *s.counters.as_tuple())
+                  s.sampled_at, last, *s.counters.as_tuple(), *s.details.as_tuple())
         for column, value in zip(columns, values, strict=True):
             column.append(value)
     casts = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMP", "TIMESTAMP",
-             *["BIGINT"] * len(COUNTER_KEYS))
-    names = ("node_id", "gpu_index", "gpu_uuid", "source", "first_at", "last_at", *COUNTER_KEYS)
+             *["BIGINT"] * len(keys))
+    names = ("node_id", "gpu_index", "gpu_uuid", "source", "first_at", "last_at", *keys)
     staged = unnest_rows(names, casts, alias=True)
     step_us = period // timedelta(microseconds=1)
     return db.modify(
         f"""INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, sampled_at,
-                {", ".join(COUNTER_KEYS)})
+                {", ".join(keys)})
         SELECT node_id, gpu_index, gpu_uuid, source,
                {fill_statement(db.dialect.run_times, step_us=int(step_us))},
-               {", ".join(COUNTER_KEYS)}
+               {", ".join(keys)}
         FROM (SELECT {staged}) AS runs""", dict(zip(names, columns, strict=True)))

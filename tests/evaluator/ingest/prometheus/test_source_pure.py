@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from gpu_health.contract import MEMORY_XIDS
 from gpu_health.evaluator.config.targets import Target
+from gpu_health.evaluator.ingest.prometheus.assembly import Assembly, add_series
 from gpu_health.evaluator.ingest.prometheus.metricsets import (
     DCGM,
     NVIDIA_SMI,
     OURS,
-    Assembly,
-    add_series,
+    MetricSet,
     counter_value,
     index_map,
     unknown_reason,
@@ -225,13 +225,49 @@ def test_steps_group_cards_by_node_and_keep_xid_only_cards() -> None:
     assert first["n2"].target.tenant is None
 
 
+
+def test_a_step_carries_the_details_our_names_give() -> None:
+    """The link width, the thermal slowdown (seconds -> whole microseconds) and the fabric
+    status reach the step's card reading; the power-cap reason and a series with a reason
+    nobody defined are read and left out; a duplicated detail that disagrees is unknown."""
+    card = {"gpu": "0", "uuid": "GPU-a", "node": "n1"}
+    acc = Assembly()
+    add_series(acc, OURS, "gpu_health_ecc_corrected_total", [series(card, [(0, "5")])], None, {})
+    add_series(acc, OURS, "gpu_health_pcie_link_width", [series(card, [(0, "8")])], None, {})
+    add_series(acc, OURS, "gpu_health_clock_slowdown_seconds_total", [
+        series({**card, "reason": "hw_thermal_slowdown"}, [(0, "61.5")]),
+        series({**card, "reason": "sw_power_cap"}, [(0, "3.25")]),
+        series({**card, "reason": "cosmic_rays"}, [(0, "1")]),
+        series({**card, "reason": "sw_thermal_slowdown", "instance": "a"}, [(0, "1")]),
+        series({**card, "reason": "sw_thermal_slowdown", "instance": "b"}, [(0, "2")]),
+    ], None, {})
+    add_series(acc, OURS, "gpu_health_fabric_status_success", [series(card, [(0, "1")])], None,
+               {})
+    (_, results), = step_results(acc, OURS, {}, node_targets("http://prom:9090"), {})
+    (reading,) = results[0].extraction.cards
+    assert reading.details.pcie_link_width == 8 and reading.details.pcie_link_width_max is None
+    assert reading.details.hw_thermal_slowdown_us == 61_500_000
+    assert reading.details.sw_thermal_slowdown_us is None  # two series, two values: unknown
+    assert reading.details.fabric_status_success == 1
+    assert acc.dropped == {"duplicate_series": 1}
+
+
 # -- change points ------------------------------------------------------------------------------
 
 SERIES = st.tuples(st.sampled_from(["DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
                                     "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"]),
                    st.sampled_from(["0", "1"]), st.sampled_from(["GPU-a", "GPU-b"]),
                    st.sampled_from(["x", "y"]))
-VALUE = st.one_of(st.none(), st.sampled_from(["0", "1", "2", "NaN"]))
+# Our names with the details: the slowdown's series routed by reason (sw_power_cap: not kept)
+OURS_SERIES = st.tuples(st.sampled_from([
+    "gpu_health_ecc_corrected_total", "gpu_health_pcie_link_width",
+    "gpu_health_clock_slowdown_seconds_total|hw_thermal_slowdown",
+    "gpu_health_clock_slowdown_seconds_total|sw_power_cap"]),
+    st.sampled_from(["0", "1"]), st.sampled_from(["GPU-a", "GPU-b"]), st.sampled_from(["x", "y"]))
+VALUE = st.one_of(st.none(), st.sampled_from(["0", "1", "2", "NaN", "0.25"]))
+GRID = st.integers(min_value=1, max_value=25).flatmap(
+    lambda n: st.lists(st.lists(VALUE, min_size=n, max_size=n), min_size=5, max_size=5))
+CUTS = st.lists(st.integers(min_value=1, max_value=24), max_size=3)
 
 
 def _point(labels: dict[str, str], t: int, text: str) -> dict[str, Any]:
@@ -243,40 +279,55 @@ def _differs(a: str, b: str) -> bool:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(SERIES, min_size=1, max_size=5, unique=True),
-       st.integers(min_value=1, max_value=25).flatmap(
-           lambda n: st.lists(st.lists(VALUE, min_size=n, max_size=n), min_size=5,
-                              max_size=5)),
-       st.lists(st.integers(min_value=1, max_value=24), max_size=3))
+@given(st.lists(SERIES, min_size=1, max_size=5, unique=True), GRID, CUTS)
 def test_change_points_rebuild_the_step_by_step_readings(
         series: list[tuple[str, str, str, str]], grid: list[list[str | None]],
         cuts: list[int]) -> None:
     """What the server's change-point answers give (``changes.py``) equals reading every step
     (``add_series``), for duplicate series, UUID changes, gaps and unknown values."""
-    from gpu_health.evaluator.ingest.prometheus.changes import GONE, ChangeTracker
-    from gpu_health.evaluator.ingest.prometheus.metricsets import readings
-
-    steps = len(grid[0])
     labels = [{"gpu": gpu, "UUID": uuid, "Hostname": "n1", "instance": inst}
               for _, gpu, uuid, inst in series]
+    _rebuilt(DCGM, [m for m, *_ in series], labels, grid, cuts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(OURS_SERIES, min_size=1, max_size=5, unique=True), GRID, CUTS)
+def test_change_points_rebuild_the_details_too(
+        series: list[tuple[str, str, str, str]], grid: list[list[str | None]],
+        cuts: list[int]) -> None:
+    """The same with our names: the details (a slowdown reason in seconds, the link width) come
+    out of both paths alike, a reason the store does not keep out of neither."""
+    metrics = [m.partition("|")[0] for m, *_ in series]
+    labels = [{"gpu": gpu, "uuid": uuid, "node": "n1", "instance": inst,
+               **({"reason": m.partition("|")[2]} if "|" in m else {})}
+              for m, gpu, uuid, inst in series]
+    _rebuilt(OURS, metrics, labels, grid, cuts)
+
+
+def _rebuilt(ms: MetricSet, metrics: list[str], labels: list[dict[str, str]],
+             grid: list[list[str | None]], cuts: list[int]) -> None:
+    from gpu_health.evaluator.ingest.prometheus.assembly import readings
+    from gpu_health.evaluator.ingest.prometheus.changes import GONE, ChangeTracker
+
+    steps = len(grid[0])
     # Step by step: the oracle.
-    expected: dict[tuple[CardKey, int], tuple[str | None, Any]] = {}
+    expected: dict[tuple[CardKey, int], tuple[Any, ...]] = {}
     for t in range(steps):
         acc = Assembly()
-        for i, (metric, *_) in enumerate(series):
+        for i, metric in enumerate(metrics):
             text = grid[i][t]
             if text is not None:
-                add_series(acc, DCGM, metric, [_point(labels[i], t, text)], None, {})
-        for key, uuid, _, counters in readings(acc, DCGM):
-            expected[(key, t)] = (uuid, counters)
+                add_series(acc, ms, metric, [_point(labels[i], t, text)], None, {})
+        for key, uuid, _, counters, details in readings(acc, ms):
+            expected[(key, t)] = (uuid, counters, details)
     # Change points, folded chunk by chunk (the state crosses the chunk edges).
-    tracker = ChangeTracker(DCGM)
-    state: dict[CardKey, tuple[str | None, Any] | None] = {}
-    got: dict[tuple[CardKey, int], tuple[str | None, Any]] = {}
+    tracker = ChangeTracker(ms)
+    state: dict[CardKey, tuple[Any, ...] | None] = {}
+    got: dict[tuple[CardKey, int], tuple[Any, ...]] = {}
     edges = sorted({0, *[c for c in cuts if c < steps], steps})
     for lo, hi in itertools.pairwise(edges):
         by_metric: dict[str, list[dict[str, Any]]] = {}
-        for i, (metric, *_) in enumerate(series):
+        for i, metric in enumerate(metrics):
             for t in range(lo, hi):
                 now, before = grid[i][t], (grid[i][t - 1] if t else None)
                 if now is not None and (t == 0 or before is None or _differs(now, before)):
