@@ -31,14 +31,9 @@ def counter_value(text: str) -> Parsed:
     if text.endswith(".0") and 2 < len(text) <= 17 and text.isascii() and text[:-2].isdigit():
         return int(text[:-2]), None
     value = float(text)
-    if math.isnan(value):
-        return None, "nan"
-    if math.isinf(value):
-        return None, "inf"
-    if value < 0:
-        return None, "negative"
-    if not value.is_integer():
-        return None, "non_integer"
+    reason = _no_count(value) or ("non_integer" if not value.is_integer() else None)
+    if reason is not None:
+        return None, reason
     if value > MAX_COUNTER:
         return None, "too_large"
     return int(value), None
@@ -48,14 +43,20 @@ def seconds_as_micros(text: str) -> Parsed:
     """A time in seconds as written on the wire -> whole microseconds (the unit the driver
     counts in, which the exporter divides by 10**6), or (None, reason it is unknown)."""
     value = float(text)  # the exposition parser has checked the text is a number
-    if math.isnan(value):
-        return None, "nan"
-    if math.isinf(value):
-        return None, "inf"
-    if value < 0:
-        return None, "negative"
+    reason = _no_count(value)
+    if reason is not None:
+        return None, reason
     micros = round(value * 1e6)
     return (micros, None) if micros <= MAX_COUNTER else (None, "too_large")
+
+
+def _no_count(value: float) -> str | None:
+    """Why a number cannot be a count or a time (NaN, infinite, negative), else None."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf"
+    return "negative" if value < 0 else None
 
 
 def whole_number(text: str, limit: int) -> int | None:

@@ -203,7 +203,6 @@ SIGNALS: tuple[Signal, ...] = (
 )
 
 
-
 _RANK: dict[Layer, int] = {"strong": 0, "trend": 1, "weak": 2}
 
 

@@ -13,7 +13,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpu_health.contract import COUNTER_KEYS, DETAIL_KEYS
-from gpu_health.evaluator.ingest.prometheus.metricsets import MetricSet, card_of, unknown_reason
+from gpu_health.evaluator.ingest.prometheus.metricsets import (
+    DetailSeries,
+    MetricSet,
+    card_of,
+    unknown_reason,
+)
 from gpu_health.evaluator.model import MAX_NODE_ID, CardDetails, CardKey, Counters
 
 
@@ -84,7 +89,21 @@ def details_of(ms: MetricSet, values: Mapping[str, int | None]) -> CardDetails:
     unknown)."""
     if not ms.details:
         return CardDetails()
-    return CardDetails(*(values.get(key) if key in ms.details else None for key in DETAIL_KEYS))
+    return CardDetails(*(_detail(key, ms.details.get(key), values) for key in DETAIL_KEYS))
+
+
+def _detail(key: str, d: DetailSeries | None, values: Mapping[str, int | None]) -> int | None:
+    if d is None:
+        return None
+    if not d.states:
+        return values.get(key)
+    found = {name.partition("=")[2]: v for name, v in values.items()
+             if name.startswith(key + "=")}
+    current = [state for state, v in found.items() if v == 1]
+    if len(current) != 1 or current[0] not in d.states \
+            or any(v not in (0, 1) for v in found.values()):
+        return None  # no state set, or a broken one: unknown
+    return d.states.index(current[0])
 
 
 def readings(acc: Assembly, ms: MetricSet) -> list[tuple[CardKey, str | None, datetime,

@@ -21,10 +21,11 @@ A sum is unknown when either part is (as the exporter does for retired pages).
 Details beyond memory (docs/rules.md, *The weak layer*), ``ours`` only: the PCIe link width
 (``gpu_health_pcie_link_width``, ``_max``), the thermal and power-brake slowdown time
 (``gpu_health_clock_slowdown_seconds_total`` by ``reason``, seconds stored as whole
-microseconds; the other reasons' series are not read) and the fabric status
-(``gpu_health_fabric_status_success``). dcgm-exporter's and nvidia_gpu_exporter's lists hold none
-of them (dcgm-exporter's ``DCGM_FI_DEV_THERMAL_VIOLATION``, commented out in its default lists,
-counts every thermal throttling without the hardware/software split), so those sets read none.
+microseconds; the other reasons' series are not read), the fabric state (the state set
+``gpu_health_fabric_state{state}``) and status (``gpu_health_fabric_status_success``).
+dcgm-exporter's and nvidia_gpu_exporter's lists hold none of them (dcgm-exporter's
+``DCGM_FI_DEV_THERMAL_VIOLATION``, commented out in its default lists, counts every thermal
+throttling without the hardware/software split), so those sets read none.
 
 Identity:
 
@@ -66,6 +67,8 @@ from typing import Any, Final
 from gpu_health.contract import (
     COUNTER_KEYS,
     FABRIC_OK_METRIC,
+    FABRIC_STATE_METRIC,
+    FABRIC_STATES,
     METRIC_NAMES,
     METRIC_PREFIX,
     SLOWDOWN_METRIC,
@@ -85,12 +88,16 @@ DCGM_INT64_SENTINEL: Final = float(0x7FFFFFFFFFFFFFF0)
 @dataclass(frozen=True, slots=True)
 class DetailSeries:
     """Where a stored detail comes from: a metric, only its series whose ``label`` reads
-    ``value`` when a label is given, and whether it is in seconds (stored as microseconds)."""
+    ``value`` when a label is given, and whether it is in seconds (stored as microseconds). A
+    state set (``states``) is one series per state in ``label``, 1 for the current one: the
+    detail is the current state's index, known only when exactly one known state reads 1 and
+    the others 0 (as a scrape reads it)."""
 
     metric: str
     label: str | None = None
     value: str | None = None
     seconds: bool = False
+    states: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +124,14 @@ class MetricSet:
     def value_name(self, metric: str, labels: Mapping[str, str]) -> str | None:
         """What a series of ``metric`` holds: the metric's name for a counter's series, the
         detail key for a detail's; None for a series the store does not keep (another
-        slowdown reason)."""
+        slowdown reason). A state set's series hold ``<key>=<state>``."""
         for key, d in self.details.items():
-            if d.metric == metric and (d.label is None or labels.get(d.label) == d.value):
+            if d.metric != metric:
+                continue
+            if d.states:
+                state = labels.get(d.label or "")
+                return f"{key}={state}" if state else None
+            if d.label is None or labels.get(d.label) == d.value:
                 return key
         return None if any(d.metric == metric for d in self.details.values()) else metric
 
@@ -154,6 +166,7 @@ OURS: Final = MetricSet("ours", {k: (METRIC_NAMES[k],) for k in COUNTER_KEYS}, (
     "pcie_link_width_max": DetailSeries(METRIC_PREFIX + "pcie_link_width_max"),
     **{key: DetailSeries(SLOWDOWN_METRIC, "reason", reason, seconds=True)
        for reason, key in STORED_SLOWDOWNS.items()},
+    "fabric_state": DetailSeries(FABRIC_STATE_METRIC, "state", states=FABRIC_STATES),
     "fabric_status_success": DetailSeries(FABRIC_OK_METRIC),
 })
 DCGM: Final = MetricSet("dcgm", {

@@ -1,24 +1,16 @@
 """The card's health beyond memory through the evaluator: the PCIe link width, the thermal and
 power-brake slowdown time and the fabric registration, parsed from the exposition (the series
 the exporter writes: tests/exporter/test_link_health.py replays real captures into them),
-written change-only with the counters and stored in nullable columns (migration 13)."""
+written change-only with the counters and stored in nullable columns (migration 13: the write
+and the migration are tested with the other details in test_remap_ingest.py)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-from pathlib import Path
-
 import pytest
 
-from gpu_health.clock import to_naive_utc
 from gpu_health.contract import FABRIC_STATES
 from gpu_health.evaluator.ingest.cards import parse_cards
-from gpu_health.evaluator.ingest.write_rule import Reason, decide
-from gpu_health.evaluator.model import CardDetails, CardKey, Counters, Sample
-from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
-from gpu_health.evaluator.store.readings.samples import insert_samples, latest_rows
-from tests.evaluator.ingest_support import T0
-from tests.evaluator.store_support import older_file
+from gpu_health.evaluator.model import CardDetails
 
 LABELS = 'gpu="0",uuid="GPU-a",vendor="nvidia"'
 
@@ -78,27 +70,3 @@ def test_a_broken_fabric_state_set_is_unknown() -> None:
     extraction = parse_cards(two)
     assert extraction.cards[0].details.fabric_state is None
     assert extraction.unknown_values == {"bad_state_set": 1}
-
-
-def test_a_slowdown_alone_is_a_change_and_is_stored(tmp_path: Path) -> None:
-    key = CardKey("n1", 0)
-    before = Sample(key, "GPU-a", T0, Counters(0, 3), CardDetails(hw_thermal_slowdown_us=0))
-    after = Sample(key, "GPU-a", T0 + timedelta(minutes=1), Counters(0, 3),
-                   CardDetails(hw_thermal_slowdown_us=60_000_000, pcie_link_width=8))
-    assert decide(after, before, timedelta(minutes=5)).reason is Reason.CHANGED
-    db = DuckDBDatabase(tmp_path / "a.duckdb")
-    insert_samples(db, [before, after])
-    assert latest_rows(db, [key])[key].details == after.details
-    db.close()
-
-
-def test_migration_13_leaves_older_rows_unknown(tmp_path: Path) -> None:
-    path = tmp_path / "old.duckdb"
-    with older_file(path, 12) as con:
-        con.execute("INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, "
-                    "sampled_at, ecc_corrected_total, recovery_action) "
-                    "VALUES ('n1', 0, 'GPU-a', 'real', ?, 3, 0)", [to_naive_utc(T0)])
-    db = DuckDBDatabase(path)
-    (sample,) = latest_rows(db, [CardKey("n1", 0)]).values()
-    assert sample.details == CardDetails(recovery_action=0)  # the rest unknown, never 0
-    db.close()

@@ -120,26 +120,35 @@ def test_a_duplicated_recovery_series_makes_the_action_unknown() -> None:
     assert card.details.recovery_action is None
 
 
-def test_a_new_recovery_action_alone_is_a_change_and_is_stored(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("before", "after"), [
+    (CardDetails(recovery_action=0), CardDetails(recovery_action=2, retired_pages_pending=1)),
+    (CardDetails(hw_thermal_slowdown_us=0),  # beyond memory (migration 13)
+     CardDetails(hw_thermal_slowdown_us=60_000_000, pcie_link_width=8)),
+])
+def test_a_detail_alone_is_a_change_and_is_stored(tmp_path: Path, before: CardDetails,
+                                                  after: CardDetails) -> None:
     key = CardKey("n1", 0)
-    before = Sample(key, "GPU-a", T0, Counters(0, 3), CardDetails(recovery_action=0))
-    after = Sample(key, "GPU-a", T0 + timedelta(minutes=1), Counters(0, 3),
-                   CardDetails(recovery_action=2, retired_pages_pending=1))
-    assert decide(after, before, timedelta(minutes=5)).reason is Reason.CHANGED
+    first = Sample(key, "GPU-a", T0, Counters(0, 3), before)
+    then = Sample(key, "GPU-a", T0 + timedelta(minutes=1), Counters(0, 3), after)
+    assert decide(then, first, timedelta(minutes=5)).reason is Reason.CHANGED
     db = DuckDBDatabase(tmp_path / "a.duckdb")
-    insert_samples(db, [before, after])
-    assert latest_rows(db, [key])[key].details == after.details
+    insert_samples(db, [first, then])
+    assert latest_rows(db, [key])[key].details == after
     db.close()
 
 
-def test_migration_8_leaves_older_rows_unknown(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("version", "column", "known"), [
+    (7, "remapped_rows_pending", CardDetails()),  # before migration 8
+    (12, "recovery_action", CardDetails(recovery_action=0)),  # before migration 13
+])
+def test_a_migration_leaves_older_rows_unknown(tmp_path: Path, version: int, column: str,
+                                               known: CardDetails) -> None:
     path = tmp_path / "old.duckdb"
-    with older_file(path, 7) as con:
+    with older_file(path, version) as con:
         con.execute("INSERT INTO gpu_health_samples (node_id, gpu_index, gpu_uuid, source, "
-                    "sampled_at, ecc_corrected_total, remapped_rows_pending) "
+                    f"sampled_at, ecc_corrected_total, {column}) "
                     "VALUES ('n1', 0, 'GPU-a', 'real', ?, 3, 0)", [to_naive_utc(T0)])
     db = DuckDBDatabase(path)
     (sample,) = latest_rows(db, [CardKey("n1", 0)]).values()
-    assert sample.details.recovery_action is None
-    assert sample.details.retired_pages_pending is None
+    assert sample.details == known  # every column added after the row: unknown, never 0
     db.close()

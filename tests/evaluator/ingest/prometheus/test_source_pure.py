@@ -228,7 +228,7 @@ def test_steps_group_cards_by_node_and_keep_xid_only_cards() -> None:
 
 def test_a_step_carries_the_details_our_names_give() -> None:
     """The link width, the thermal slowdown (seconds -> whole microseconds) and the fabric
-    status reach the step's card reading; the power-cap reason and a series with a reason
+    state and status reach the step's card reading; the power-cap reason and a series with a reason
     nobody defined are read and left out; a duplicated detail that disagrees is unknown."""
     card = {"gpu": "0", "uuid": "GPU-a", "node": "n1"}
     acc = Assembly()
@@ -243,12 +243,16 @@ def test_a_step_carries_the_details_our_names_give() -> None:
     ], None, {})
     add_series(acc, OURS, "gpu_health_fabric_status_success", [series(card, [(0, "1")])], None,
                {})
+    add_series(acc, OURS, "gpu_health_fabric_state", [
+        series({**card, "state": state}, [(0, "1" if state == "completed" else "0")])
+        for state in ("not_supported", "not_started", "in_progress", "completed")], None, {})
     (_, results), = step_results(acc, OURS, {}, node_targets("http://prom:9090"), {})
     (reading,) = results[0].extraction.cards
     assert reading.details.pcie_link_width == 8 and reading.details.pcie_link_width_max is None
     assert reading.details.hw_thermal_slowdown_us == 61_500_000
     assert reading.details.sw_thermal_slowdown_us is None  # two series, two values: unknown
     assert reading.details.fabric_status_success == 1
+    assert reading.details.fabric_state == 3  # completed, its index in FABRIC_STATES
     assert acc.dropped == {"duplicate_series": 1}
 
 
@@ -262,7 +266,8 @@ SERIES = st.tuples(st.sampled_from(["DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
 OURS_SERIES = st.tuples(st.sampled_from([
     "gpu_health_ecc_corrected_total", "gpu_health_pcie_link_width",
     "gpu_health_clock_slowdown_seconds_total|hw_thermal_slowdown",
-    "gpu_health_clock_slowdown_seconds_total|sw_power_cap"]),
+    "gpu_health_clock_slowdown_seconds_total|sw_power_cap",
+    "gpu_health_fabric_state|completed", "gpu_health_fabric_state|in_progress"]),
     st.sampled_from(["0", "1"]), st.sampled_from(["GPU-a", "GPU-b"]), st.sampled_from(["x", "y"]))
 VALUE = st.one_of(st.none(), st.sampled_from(["0", "1", "2", "NaN", "0.25"]))
 GRID = st.integers(min_value=1, max_value=25).flatmap(
@@ -295,11 +300,13 @@ def test_change_points_rebuild_the_step_by_step_readings(
 def test_change_points_rebuild_the_details_too(
         series: list[tuple[str, str, str, str]], grid: list[list[str | None]],
         cuts: list[int]) -> None:
-    """The same with our names: the details (a slowdown reason in seconds, the link width) come
-    out of both paths alike, a reason the store does not keep out of neither."""
+    """The same with our names: the details (a slowdown reason in seconds, the link width, the
+    fabric state set) come out of both paths alike, a reason the store does not keep out of
+    neither."""
     metrics = [m.partition("|")[0] for m, *_ in series]
     labels = [{"gpu": gpu, "uuid": uuid, "node": "n1", "instance": inst,
-               **({"reason": m.partition("|")[2]} if "|" in m else {})}
+               **({("state" if "fabric" in m else "reason"): m.partition("|")[2]}
+                  if "|" in m else {})}
               for m, gpu, uuid, inst in series]
     _rebuilt(OURS, metrics, labels, grid, cuts)
 
