@@ -102,6 +102,10 @@ def one_fleet(folder: Path, name: str, seed: int, cards: int,
             changed = ", ".join(f"{k}={new}" for k, (_, new) in m["changes"].items())
             print(f"    {label} {m['version']} ({changed or 'as the base'})")
             print(f"      train: {describe(m['train'])}\n      test:  {describe(m['test'])}")
+        if setting == SETTINGS[0]:  # what requiring the heat did, chosen or not
+            for c in report["candidates"]:
+                if c["searched"].get("weak_gate") == "require":
+                    print(f"    searched {c['searched']}: train {describe(c['train'])}")
     db.unlink()
     return result
 
