@@ -55,6 +55,7 @@ PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "ascend.parse_ecc": (lambda t: ascend.parse_ecc(t, 0, CellReader()),
                          "npu-smi-info-t-ecc-910A-23.0.5.txt"),
     "xid.parse_line": (xid.parse_line, "dmesg-xid-variants.log"),
+    "xid.parse_event": (xid.parse_event, "dmesg-xid-variants.log"),
     "smi_xml.parse_document": (lambda t: smi_xml.parse_document(t, "nvidia_smi_log", "t"),
                                "ixsmi-q-x-MR-V100-4.2.0.xml"),
 }
