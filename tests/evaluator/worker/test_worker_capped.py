@@ -5,6 +5,7 @@ boundary a day before t0 fires v2 and not v3; a ramp spread over the day fires b
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -40,8 +41,11 @@ def fleet(tmp_path: Path, name: str) -> Database:
     return db
 
 
-def predicted(tmp_path: Path, rules: RuleSet) -> dict[int, str]:
-    db = fleet(tmp_path, rules.version)
+def predicted(tmp_path: Path, rules: RuleSet,
+              build: Callable[[Path, str], Database] = fleet) -> dict[int, str]:
+    """Evidence by GPU of the predictions one tick of ``rules`` makes at NOW over ``build``'s
+    samples."""
+    db = build(tmp_path, rules.version)
     report = Worker(db, rules, lambda: NOW).tick(NOW)
     db.close()
     return {p.gpu_index: p.evidence for p in report.predictions}

@@ -10,22 +10,22 @@ from datetime import timedelta
 from pathlib import Path
 
 from gpu_health.evaluator.model import CardDetails
-from gpu_health.evaluator.rules.ruleset import RuleSet
-from gpu_health.evaluator.worker import Worker
+from gpu_health.evaluator.store import Database
 from tests.evaluator.rules_support import const, load, open_db, ruleset, series
-from tests.evaluator.worker.test_worker_capped import NOW, NOW_DAYS, ramp
+from tests.evaluator.worker.test_worker_capped import NOW, NOW_DAYS, predicted, ramp
 from tests.shared import REPO
 
 V4_FILE = REPO / "rules" / "v4-ecc-weak.yaml"
 HOUR_US = 3600 * 10**6
 
 
-def predicted(tmp_path: Path, rules: RuleSet) -> dict[int, str]:
-    db = open_db(tmp_path, f"{rules.version}.duckdb")
+def heated(tmp_path: Path, name: str) -> Database:
+    """Two ramping cards; GPU 1 had two hours of hardware thermal slowdown, from 6 h before t0
+    to 4 h before it; both links at x16 of x16."""
+    db = open_db(tmp_path, f"{name}.duckdb")
     for gpu in (0, 1):
         rows = series("n1", gpu, f"GPU-{gpu}", start=0, end=NOW_DAYS, every_minutes=10,
                       corrected=ramp, uncorrected=const(0))
-        # GPU 1: two hours of hardware thermal slowdown, from 6 h before t0 to 4 h before it
         heat = [min(2 * HOUR_US, max(0, int((s.sampled_at - (NOW - timedelta(hours=6)))
                                             / timedelta(microseconds=1))))
                 if gpu == 1 else 0 for s in rows]
@@ -33,16 +33,14 @@ def predicted(tmp_path: Path, rules: RuleSet) -> dict[int, str]:
                                                  sw_thermal_slowdown_us=0, pcie_link_width=16,
                                                  pcie_link_width_max=16))
                   for s, h in zip(rows, heat, strict=True)])
-    report = Worker(db, rules, lambda: NOW).tick(NOW)
-    db.close()
-    return {p.gpu_index: p.evidence for p in report.predictions}
+    return db
 
 
 def test_v4_names_the_heat_and_require_predicts_only_the_hot_card(tmp_path: Path) -> None:
-    v4 = predicted(tmp_path, ruleset(V4_FILE))
+    v4 = predicted(tmp_path, ruleset(V4_FILE), heated)
     assert set(v4) == {0, 1}
     assert "[weak]" not in v4[0]
     assert "[weak] thermal_slowdown: clocks held down for heat 120 min in the last 24h " \
            "(>= 60 min)" in v4[1]
-    required = predicted(tmp_path, ruleset(V4_FILE, weak_gate="require"))
+    required = predicted(tmp_path, ruleset(V4_FILE, weak_gate="require"), heated)
     assert set(required) == {1}
