@@ -28,19 +28,15 @@ seconds the search adds to it).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
 import logging
 import sys
 import tempfile
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.calibrate import calibrate as run_calibrate
 from gpu_health.evaluator.calibrate.report import describe
-from gpu_health.evaluator.main import main as evaluator_main
 from tests.evaluator.calibrate_support import (
     card_events,
     heat_as_noise,
@@ -67,13 +63,8 @@ def tuned_base(folder: Path) -> Path:
 
 
 def calibrate(db: Path, rules: Path, output: Path, *search: str) -> tuple[float, dict[str, Any]]:
-    began = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
-        code = evaluator_main(["calibrate", "--db", str(db), "--rules", str(rules), *search,
-                               "--output", str(output), "--no-progress", "--log.level", "error"])
-    if code != 0:
-        raise SystemExit(f"calibrate exited {code}")
-    return time.perf_counter() - began, json.loads(output.read_text())
+    """Seconds and report of ``calibrate`` on ``db`` from ``rules`` (bench.calibrate's run)."""
+    return run_calibrate(["--db", str(db), "--rules", str(rules), *search], output)
 
 
 def one_fleet(folder: Path, name: str, seed: int, cards: int,

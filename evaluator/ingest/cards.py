@@ -63,6 +63,7 @@ from gpu_health.evaluator.ingest.wire_values import (
     Parsed,
     Values,
     seconds_as_micros,
+    state_index,
     value_memo,
     whole_number,
 )
@@ -130,13 +131,10 @@ class _CardBuilder:
         states = self.states.get(key)
         if not states or key in self.duplicates:
             return None
-        values = {state: parsed(text)[0] for state, text in states.items()}
-        current = [a for a, v in values.items() if v == 1]
-        if len(current) != 1 or current[0] not in known \
-                or any(v not in (0, 1) for v in values.values()):
+        index = state_index({state: parsed(text)[0] for state, text in states.items()}, known)
+        if index is None:
             unknown["bad_state_set"] += 1
-            return None
-        return known.index(current[0])
+        return index
 
     def add_xid(self, xid: int, parsed: Parsed, unknown: Counter[str]) -> None:
         if xid in self.xids or xid in self.xid_duplicates:

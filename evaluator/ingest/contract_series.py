@@ -49,7 +49,8 @@ KEY_BY_NAME[PAGES_PENDING_METRIC] = "retired_pages_pending"
 KEY_BY_NAME[FABRIC_OK_METRIC] = "fabric_status_success"
 KEY_BY_NAME.update({METRIC_PREFIX + key: key for key in ("pcie_link_width",
                                                           "pcie_link_width_max")})
-# Contract series read and left out (docs/exporter.md says why the store does not keep them):
+# Contract series read and left out (docs/rules.md, *The weak layer*, says why the store does
+# not keep them):
 # known, so not counted as ``unknown_metric``.
 _NOT_STORED: frozenset[str] = frozenset(METRIC_PREFIX + key for key in LINK_KEYS
                                         if METRIC_PREFIX + key not in KEY_BY_NAME)

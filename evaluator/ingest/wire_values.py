@@ -1,4 +1,5 @@
-"""Numbers as an exporter writes them on the wire: counter values and whole-number labels.
+"""Numbers as an exporter writes them on the wire: counter values, times in seconds, state
+sets and whole-number labels.
 
 Pure, no I/O. A counter value that is NaN, +/-Inf, negative, non-integer or above 2**63-1 (the
 store's BIGINT column) is unknown (None) with the reason, never 0.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 MAX_COUNTER = 2**63 - 1
 MAX_GPU_INDEX = 2**31 - 1  # the store's gpu_index column is INTEGER
@@ -42,12 +43,16 @@ def counter_value(text: str) -> Parsed:
 def seconds_as_micros(text: str) -> Parsed:
     """A time in seconds as written on the wire -> whole microseconds (the unit the driver
     counts in, which the exporter divides by 10**6), or (None, reason it is unknown)."""
-    value = float(text)  # the exposition parser has checked the text is a number
-    reason = _no_count(value)
+    return micros(float(text))  # the exposition parser has checked the text is a number
+
+
+def micros(seconds: float) -> Parsed:
+    """A time in seconds as whole microseconds, or (None, reason it is unknown)."""
+    reason = _no_count(seconds)
     if reason is not None:
         return None, reason
-    micros = round(value * 1e6)
-    return (micros, None) if micros <= MAX_COUNTER else (None, "too_large")
+    value = round(seconds * 1e6)
+    return (value, None) if value <= MAX_COUNTER else (None, "too_large")
 
 
 def _no_count(value: float) -> str | None:
@@ -57,6 +62,16 @@ def _no_count(value: float) -> str | None:
     if math.isinf(value):
         return "inf"
     return "negative" if value < 0 else None
+
+
+def state_index(values: Mapping[str, int | None], known: tuple[str, ...]) -> int | None:
+    """A state set (one value per state, 1 for the current one) as the index in ``known`` of
+    its current state; None unless exactly one known state reads 1 and every other reads 0."""
+    current = [state for state, v in values.items() if v == 1]
+    if len(current) != 1 or current[0] not in known \
+            or any(v not in (0, 1) for v in values.values()):
+        return None
+    return known.index(current[0])
 
 
 def whole_number(text: str, limit: int) -> int | None:

@@ -99,19 +99,10 @@ def _range(lo: float, hi: float | None = None) -> Callable[[Any], str | None]:
     return check
 
 
-def _one_of(*allowed: int) -> Callable[[Any], str | None]:
+def _one_of(*allowed: object) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         if value not in allowed:
             return f"must be one of {', '.join(map(str, allowed))}, got {value!r}"
-        return None
-
-    return check
-
-
-def _choice(*allowed: str) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        if value not in allowed:
-            return f"must be one of {', '.join(allowed)}, got {value!r}"
         return None
 
     return check
@@ -168,7 +159,7 @@ RULE_PARAMS: Final = Table("", (
             help="per growth window, its n busiest hours count as its next busiest in the "
                  "growth gates (0: none; n >= 2: no burst confined to n - 1 hours can fire the "
                  "signal)"),
-    Setting("weak_gate", "string", "none", check=_choice(*WEAK_GATES),
+    Setting("weak_gate", "string", "none", check=_one_of(*WEAK_GATES),
             help="the weak layer: none (not read), evidence (listed beside a prediction), "
                  "require (a trend prediction needs a weak signal too; strong ones never do)"),
     Setting("weak_slowdown_minutes", "int", 60, check=_range(1, 1440),

@@ -19,6 +19,7 @@ from gpu_health.evaluator.ingest.prometheus.metricsets import (
     card_of,
     unknown_reason,
 )
+from gpu_health.evaluator.ingest.wire_values import state_index
 from gpu_health.evaluator.model import MAX_NODE_ID, CardDetails, CardKey, Counters
 
 
@@ -97,13 +98,8 @@ def _detail(key: str, d: DetailSeries | None, values: Mapping[str, int | None]) 
         return None
     if not d.states:
         return values.get(key)
-    found = {name.partition("=")[2]: v for name, v in values.items()
-             if name.startswith(key + "=")}
-    current = [state for state, v in found.items() if v == 1]
-    if len(current) != 1 or current[0] not in d.states \
-            or any(v not in (0, 1) for v in found.values()):
-        return None  # no state set, or a broken one: unknown
-    return d.states.index(current[0])
+    return state_index({name.partition("=")[2]: v for name, v in values.items()
+                        if name.startswith(key + "=")}, d.states)  # none or broken: unknown
 
 
 def readings(acc: Assembly, ms: MetricSet) -> list[tuple[CardKey, str | None, datetime,

@@ -76,7 +76,7 @@ from gpu_health.contract import (
     XID_METRIC,
     CounterKey,
 )
-from gpu_health.evaluator.ingest.wire_values import MAX_COUNTER, MAX_GPU_INDEX
+from gpu_health.evaluator.ingest.wire_values import MAX_COUNTER, MAX_GPU_INDEX, micros
 from gpu_health.evaluator.model import CardKey
 
 LIMIT_POINTS: Final = 11_000  # Prometheus: "exceeded maximum resolution of 11,000 points"
@@ -211,9 +211,7 @@ def seconds_value(text: Any) -> int | None:
         value = float(text)
     except (TypeError, ValueError):
         return None
-    if not math.isfinite(value) or value < 0 or value * 1e6 > MAX_COUNTER:
-        return None
-    return round(value * 1e6)
+    return micros(value)[0]
 
 
 def selector_query(metric: str, selector: str) -> str:
