@@ -35,6 +35,10 @@ from gpu_health.contract import (
     NODE_METRIC,
     PAGES_PENDING_HELP,
     PAGES_PENDING_METRIC,
+    PCIE_REPLAYS_HELP,
+    PCIE_REPLAYS_METRIC,
+    PCIE_ROLLOVERS_HELP,
+    PCIE_ROLLOVERS_METRIC,
     RECOVERY_ACTIONS,
     RECOVERY_HELP,
     RECOVERY_METRIC,
@@ -133,8 +137,8 @@ def card_families(readings: Iterable[CardReading]) -> list[Metric]:
 
 
 def link_families(readings: Iterable[CardReading]) -> list[Metric]:
-    """The PCIe link, the clock slowdown time by reason and the fabric registration of each
-    card whose tool lists them; an unknown value has no sample."""
+    """The PCIe link and its replay counters, the clock slowdown time by reason and the fabric
+    registration of each card whose tool lists them; an unknown value has no sample."""
     link = {key: GaugeMetricFamily(METRIC_PREFIX + key, help_text, labels=list(CARD_LABELS))
             for key, help_text in LINK_HELP.items()}
     slowdown = CounterMetricFamily(SLOWDOWN_METRIC, SLOWDOWN_HELP,
@@ -142,6 +146,9 @@ def link_families(readings: Iterable[CardReading]) -> list[Metric]:
     state = GaugeMetricFamily(FABRIC_STATE_METRIC, FABRIC_STATE_HELP,
                               labels=[*CARD_LABELS, "state"])
     ok = GaugeMetricFamily(FABRIC_OK_METRIC, FABRIC_OK_HELP, labels=list(CARD_LABELS))
+    replays = CounterMetricFamily(PCIE_REPLAYS_METRIC, PCIE_REPLAYS_HELP, labels=list(CARD_LABELS))
+    rollovers = CounterMetricFamily(PCIE_ROLLOVERS_METRIC, PCIE_ROLLOVERS_HELP,
+                                    labels=list(CARD_LABELS))
     for reading in readings:
         labels = [str(reading.gpu), reading.uuid or "", reading.vendor]
         for key, value in reading.pcie.items():
@@ -152,7 +159,11 @@ def link_families(readings: Iterable[CardReading]) -> list[Metric]:
         _add_state_set(state, labels, FABRIC_STATES, reading.fabric_state)
         if reading.fabric_ok is not None:
             ok.add_metric(labels, float(reading.fabric_ok))
-    return [*link.values(), slowdown, state, ok]
+        if reading.pcie_replays is not None:
+            replays.add_metric(labels, float(reading.pcie_replays))
+        if reading.pcie_replay_rollovers is not None:
+            rollovers.add_metric(labels, float(reading.pcie_replay_rollovers))
+    return [*link.values(), slowdown, state, ok, replays, rollovers]
 
 
 def _add_state_set(family: GaugeMetricFamily, labels: list[str], states: Sequence[str],

@@ -78,6 +78,9 @@ class CardReading:
     slowdown_us: Mapping[str, int] = field(default_factory=_no_slowdown)
     fabric_state: str | None = None  # one of contract.FABRIC_STATES
     fabric_ok: int | None = None  # fabric.status: 1 "Success", 0 an error
+    # nvidia-smi -q's PCIe replay counters since the last GPU reset (None: unknown or not read)
+    pcie_replays: int | None = None
+    pcie_replay_rollovers: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,6 +181,16 @@ FABRIC_STATES: Final[tuple[str, ...]] = ("not_supported", "not_started", "in_pro
 FABRIC_STATE_HELP: Final = ("The GPU's registration with the NVLink fabric (1 for the current "
                             "state: not_supported, not_started, in_progress, completed). Absent "
                             "when unknown.")
+# nvidia-smi -q's PCIe replay counters (no --query-gpu field has them), since the last GPU
+# reset or driver load: transactions the link layer resent, and the replay number wrapping
+# (after which the link retrains). dcgm-exporter exports the first as
+# DCGM_FI_DEV_PCIE_REPLAY_COUNTER.
+PCIE_REPLAYS_METRIC: Final = METRIC_PREFIX + "pcie_replays_total"
+PCIE_REPLAYS_HELP: Final = ("PCIe transactions the link layer had to resend (replays) since "
+                            "the last GPU reset or driver load. Absent when unknown.")
+PCIE_ROLLOVERS_METRIC: Final = METRIC_PREFIX + "pcie_replay_rollovers_total"
+PCIE_ROLLOVERS_HELP: Final = ("Times the PCIe replay number wrapped (the link then retrains) "
+                              "since the last GPU reset or driver load. Absent when unknown.")
 FABRIC_OK_METRIC: Final = METRIC_PREFIX + "fabric_status_success"
 FABRIC_OK_HELP: Final = ("1 when the fabric registration completed without error, 0 when the "
                          "driver reports an error. Absent when unknown or not completed.")

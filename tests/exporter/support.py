@@ -69,3 +69,8 @@ def invocations(log: Path) -> list[list[str]]:
     return [json.loads(line)["argv"] for line in log.read_text().splitlines()]
 
 
+def nvidia_queries(log: Path) -> list[list[str]]:
+    """The fake nvidia-smi's probes and CSV queries, without the ``-q`` run each tick adds."""
+    return [argv for argv in invocations(log) if argv != ["-q"]]
+
+

@@ -2,7 +2,8 @@
 ../shared/fixtures/vendors (read in place, never copied).
 
 Every help text is paired with every full ``--query-gpu`` CSV through the fake nvidia-smi, so
-the probe + query path runs against each captured driver and GPU. The kernel logs
+the probe + query path runs against each captured driver and GPU, with the ``nvidia-smi -q``
+report of the same machine where one was captured (conformance_q.py). The kernel logs
 (``nvidia/*.log``) have their Xid lines counted per card (conformance_xid.py); every vendor
 capture is checked against the values it shows or proven deliberately unsupported
 (conformance_vendors.py). Every other file is listed as not applicable with the reason, in its
@@ -36,6 +37,7 @@ from gpu_health.runner import ToolRunner
 from tests.shared import SHARED, require_shared, shared_available
 
 from . import conformance_vendors as vendors
+from .conformance_q import Q_CHECKS, Q_REPORTS, matching_report
 from .conformance_support import Case, Check
 from .conformance_xid import LOG_CHECKS
 from .support import NVIDIA_SMI, FakeClock, invocations
@@ -82,7 +84,6 @@ HELP: dict[str, tuple[str, bool]] = {
 }
 NOT_APPLICABLE: dict[str, str] = {
     r"SOURCES\.md": "provenance notes, not tool output",
-    r"q-.*\.txt": "nvidia-smi -q report; the exporter reads --query-gpu CSV only",
     r"help-h-.*\.txt": "nvidia-smi -h; the exporter probes --help-query-gpu only",
     r"help-query-retired-pages-.*\.txt": "retired pages come from --query-gpu counts",
     r"query-retired-pages-.*\.csv": "--query-retired-pages rows; counts come from --query-gpu",
@@ -96,6 +97,9 @@ def _source(env: dict[str, str]) -> NvidiaSource:
 def check_pair(case: Case, env: dict[str, str], clock: FakeClock) -> None:
     help_path, csv_path = case.paths
     env = {**env, "FAKE_NVIDIA_HELP": str(help_path), "FAKE_NVIDIA_QUERY": str(csv_path)}
+    report = matching_report(csv_path.name)  # -q of the same machine, where captured
+    if report is not None:
+        env["FAKE_NVIDIA_Q"] = str(NVIDIA_DIR / report)
     out = _source(env).collect(clock())
     facts, remap_listed = FULL_CSV[csv_path.name], HELP[help_path.name][1]
     (card,) = out.readings
@@ -107,8 +111,11 @@ def check_pair(case: Case, env: dict[str, str], clock: FakeClock) -> None:
         "retired_pages": None,  # [N/A] on every captured card (Turing to Hopper)
         "remapped_rows_pending": remap, "remapped_rows_failure": remap}
     assert dict(card.counters) == expected
-    assert out.anomalies == ()
-    query = invocations(Path(env["FAKE_NVIDIA_LOG"]))[-1][0]
+    assert out.anomalies == () and out.failures == ()
+    if report is not None:
+        assert (card.pcie_replays, card.pcie_replay_rollovers) == (Q_REPORTS[report][1][0], 0)
+    query = next(argv for argv in invocations(Path(env["FAKE_NVIDIA_LOG"]))
+                 if argv[0].startswith("--query-gpu="))[0]
     assert ("remapped_rows" in query) == remap_listed
 
 
@@ -237,6 +244,7 @@ SINGLE: dict[str, tuple[Check, str]] = {
     "query-rtxpro6000-570.172.08-ecc.csv": (check_volatile_ecc_rows, ""),
     "query-rtxpro6000-570.172.08-alias-header.csv": (check_alias_header, ""),
     **{name: (check, "") for name, check in LOG_CHECKS.items()},
+    **{name: (check, "") for name, check in Q_CHECKS.items()},
     **vendors.CHECKS,
 }
 NOT_APPLICABLE.update(vendors.NOT_APPLICABLE)

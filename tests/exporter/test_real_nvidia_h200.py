@@ -11,7 +11,8 @@ captures could not:
   -q`` shows for the card, and nothing where ``-q`` says ``N/A`` (retired pages on Hopper);
 - its card series and field-support series equal what the exporter exported on the real card
   (plus the candidates added after the capture: the recovery action and pending retirement,
-  the PCIe link, the clock slowdown counters and the fabric registration; and the
+  the PCIe link, the clock slowdown counters, the fabric registration and the PCIe replay
+  counters, which the exporter reads from this very ``-q`` report; and the
   ``duplicate_uuid`` error reason added after it), and
   both expositions pass the real ``promtool check metrics``.
 
@@ -50,7 +51,8 @@ LINK_FAMILIES = ("gpu_health_pcie_link_generation", "gpu_health_pcie_link_genera
                  "gpu_health_pcie_link_width", "gpu_health_pcie_link_width_max",
                  "gpu_health_clock_slowdown_seconds_total")
 NEW_FAMILIES = ("gpu_health_recovery_action", "gpu_health_retired_pages_pending",
-                *LINK_FAMILIES, "gpu_health_fabric_state", "gpu_health_fabric_status_success")
+                *LINK_FAMILIES, "gpu_health_fabric_state", "gpu_health_fabric_status_success",
+                "gpu_health_pcie_replays_total", "gpu_health_pcie_replay_rollovers_total")
 NEW_REASONS = ("duplicate_uuid",)  # error reasons added after the capture
 VARYING = {  # self-metrics that differ from run to run by nature
     "gpu_health_exporter_collect_duration_seconds",
@@ -75,6 +77,7 @@ def replay_env(tool_env: dict[str, str]) -> dict[str, str]:
         **tool_env,
         "FAKE_NVIDIA_HELP": str(capture("nvidia-smi-help-query-gpu-{}.txt")),
         "FAKE_NVIDIA_QUERY": str(capture("nvidia-smi-query-gpu-all-fields-{}.csv")),
+        "FAKE_NVIDIA_Q": str(capture("nvidia-smi-q-{}.txt")),
     }
 
 
@@ -135,6 +138,8 @@ def expected_from_q() -> dict[tuple[str, tuple[tuple[str, str], ...]], float | N
         **{("gpu_health_clock_slowdown_seconds_total", (*card, ("reason", reason))):
            float(q[("Clocks Event Reasons Counters", name)].removesuffix(" us")) / 1e6
            for reason, name in slowdown.items()},
+        ("gpu_health_pcie_replays_total", card): number("PCI", "Replays Since Reset"),
+        ("gpu_health_pcie_replay_rollovers_total", card): number("PCI", "Replay Number Rollovers"),
         ("gpu_health_fabric_status_success", card): None if q[("Fabric", "Status")] == "N/A"
         else float(q[("Fabric", "Status")] == "Success"),
         ("gpu_health_ecc_corrected_total", card): sum(
@@ -233,6 +238,8 @@ def test_the_replay_exports_what_the_exporter_exported_on_the_real_card(
         and dict(k[1])["reason"] in NEW_REASONS)}
     assert {k: v for k, v in now.items() if k not in added} == stable_samples(real)
     assert {k[0] for k in added} == {"gpu_health_recovery_action", *LINK_FAMILIES,
+                                     "gpu_health_pcie_replays_total",
+                                     "gpu_health_pcie_replay_rollovers_total",
                                      "gpu_health_exporter_nvidia_field_supported",
                                      "gpu_health_exporter_collect_errors_total"}
 

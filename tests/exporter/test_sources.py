@@ -9,7 +9,7 @@ from gpu_health.exporter.sources.nvidia import FIELD_SUPPORTED_METRIC
 from tests.shared import FIXTURES
 
 from .conftest import MakeExporter
-from .support import CNMON, XPU_SMI, FakeClock, invocations, scrape
+from .support import CNMON, XPU_SMI, FakeClock, invocations, nvidia_queries, scrape
 
 # The row-remap details this help text lists (the project's 590.48.01 fixture lists the two
 # remapped-row counts); the fake refuses the LAST field asked for in its exit2 mode.
@@ -28,8 +28,10 @@ def test_probe_is_cached_for_30_minutes_and_each_tick_runs_one_query(
     clock.advance(30 * 60)
     exporter.loop.tick()
     calls = invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))
-    kinds = ["probe" if argv == ["--help-query-gpu"] else "query" for argv in calls]
-    assert kinds == ["probe", "query", "query", "query", "probe", "query"]
+    kinds = [{"--help-query-gpu": "probe", "-q": "replays"}.get(argv[0], "query")
+             for argv in calls]
+    assert kinds == ["probe", "query", "replays", *["query", "replays"] * 2,
+                     "probe", "query", "replays"]
     query = calls[1]
     assert query[0] == "--query-gpu=" + ",".join(
         ["index", "name", "uuid", "pci.bus_id", *nvidia.HEALTH_FIELDS, *REMAP_ROWS,
@@ -72,7 +74,7 @@ def test_field_refused_despite_help_is_dropped_and_the_next_tick_recovers_no_rea
     assert metrics.get(FIELD_SUPPORTED_METRIC, field=REFUSED) == 0
     assert metrics.get("gpu_health_remapped_rows_uncorrectable", **CARD0) is None
     assert metrics.get("gpu_health_remapped_rows_pending", **CARD0) == 0
-    last_query = invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))[-1][0]
+    last_query = nvidia_queries(Path(tool_env["FAKE_NVIDIA_LOG"]))[-1][0]
     assert REFUSED not in last_query
 
 
@@ -87,10 +89,10 @@ def test_a_refused_field_is_queried_again_after_the_30_minute_probe_no_real_capt
     mode.write_text("ok")
     clock.advance(29 * 60)
     exporter.loop.tick()  # still inside the probe's 30 minutes: queried without the field
-    assert REFUSED not in invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))[-1][0]
+    assert REFUSED not in nvidia_queries(Path(tool_env["FAKE_NVIDIA_LOG"]))[-1][0]
     clock.advance(2 * 60)
     exporter.loop.tick()  # the probe ran again: every listed field gets its chance back
-    calls = invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))
+    calls = nvidia_queries(Path(tool_env["FAKE_NVIDIA_LOG"]))
     assert calls[-2] == ["--help-query-gpu"] and REFUSED in calls[-1][0]
     metrics = scrape(exporter.registry)
     assert metrics.get(FIELD_SUPPORTED_METRIC, field=REFUSED) == 1
