@@ -75,7 +75,8 @@ class CardDetails:
     row-remap details, the driver's recovery action (its NVML value, the index in
     ``RECOVERY_ACTIONS``), pending page retirement (0/1), and beyond memory the PCIe link width
     (now and at most), the thermal and power-brake slowdown time (microseconds, cumulative), the
-    fabric state (its index in ``FABRIC_STATES``) and status (0/1). ``None`` is unknown."""
+    fabric state (its index in ``FABRIC_STATES``) and status (0/1), and the PCIe replays since
+    the last GPU reset. ``None`` is unknown."""
 
     remapped_rows_correctable: int | None = None
     remapped_rows_uncorrectable: int | None = None
@@ -93,6 +94,7 @@ class CardDetails:
     hw_power_brake_slowdown_us: int | None = None
     fabric_state: int | None = None
     fabric_status_success: int | None = None
+    pcie_replays: int | None = None
 
     def as_tuple(self) -> tuple[int | None, ...]:
         return tuple(getattr(self, key) for key in DETAIL_KEYS)

@@ -201,13 +201,15 @@ FABRIC_OK_HELP: Final = ("1 when the fabric registration completed without error
 # unit), the fabric state (its index in FABRIC_STATES) and status (0/1). Not stored: the link
 # generation, which an idle card lowers to save power (a row per idle spell, no fault), and
 # the power-cap slowdown, which a busy card under its power limit accrues on every read (a
-# policy, not a fault; it would turn change-only writes into a row a minute).
+# policy, not a fault; it would turn change-only writes into a row a minute). The PCIe replays
+# since reset are kept too (the last column, added later); their rollovers are not (no other
+# exporter has them, and a rollover is a retrain the link width already shows when it sticks).
 HealthKey = Literal["pcie_link_width", "pcie_link_width_max", "sw_thermal_slowdown_us",
                     "hw_thermal_slowdown_us", "hw_power_brake_slowdown_us", "fabric_state",
-                    "fabric_status_success"]
+                    "fabric_status_success", "pcie_replays"]
 HEALTH_KEYS: Final[tuple[HealthKey, ...]] = (
     "pcie_link_width", "pcie_link_width_max", "sw_thermal_slowdown_us", "hw_thermal_slowdown_us",
-    "hw_power_brake_slowdown_us", "fabric_state", "fabric_status_success")
+    "hw_power_brake_slowdown_us", "fabric_state", "fabric_status_success", "pcie_replays")
 # The slowdown reasons the store keeps, as (label value, column).
 STORED_SLOWDOWNS: Final[dict[str, HealthKey]] = {
     "sw_thermal_slowdown": "sw_thermal_slowdown_us",

@@ -24,6 +24,8 @@ from gpu_health.contract import (
     METRIC_PREFIX,
     NODE_METRIC,
     PAGES_PENDING_METRIC,
+    PCIE_REPLAYS_METRIC,
+    PCIE_ROLLOVERS_METRIC,
     RECOVERY_ACTIONS,
     RECOVERY_METRIC,
     REMAP_ROW_METRICS,
@@ -49,11 +51,13 @@ KEY_BY_NAME[PAGES_PENDING_METRIC] = "retired_pages_pending"
 KEY_BY_NAME[FABRIC_OK_METRIC] = "fabric_status_success"
 KEY_BY_NAME.update({METRIC_PREFIX + key: key for key in ("pcie_link_width",
                                                           "pcie_link_width_max")})
+KEY_BY_NAME[PCIE_REPLAYS_METRIC] = "pcie_replays"
 # Contract series read and left out (docs/rules.md, *The weak layer*, says why the store does
 # not keep them):
 # known, so not counted as ``unknown_metric``.
-_NOT_STORED: frozenset[str] = frozenset(METRIC_PREFIX + key for key in LINK_KEYS
-                                        if METRIC_PREFIX + key not in KEY_BY_NAME)
+_NOT_STORED: frozenset[str] = frozenset((*(METRIC_PREFIX + key for key in LINK_KEYS
+                                           if METRIC_PREFIX + key not in KEY_BY_NAME),
+                                         PCIE_ROLLOVERS_METRIC))
 WANTED_METRICS: frozenset[str] = frozenset((*KEY_BY_NAME, INFO_METRIC, XID_METRIC,
                                             BANK_METRIC, NODE_METRIC, SLOWDOWN_METRIC,
                                             *STATE_SETS, *_NOT_STORED))

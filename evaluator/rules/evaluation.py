@@ -33,7 +33,8 @@ class CardFeatures:
 
     The weak layer's values are read only for a rule that reads it (``weak_gate``): the
     thermal slowdown time (hardware and software, microseconds since the driver loaded) at t0
-    and ``t0 - g``, and the PCIe link width now and at most at t0.
+    and ``t0 - g``, the PCIe link width now and at most at t0, and the PCIe replays since the
+    last GPU reset at t0 and ``t0 - g``.
     """
 
     node_id: str
@@ -58,6 +59,8 @@ class CardFeatures:
     sw_thermal_slowdown_us_before: int | None = None
     pcie_link_width: int | None = None
     pcie_link_width_max: int | None = None
+    pcie_replays: int | None = None
+    pcie_replays_before: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,10 @@ window's busiest hours the growth gates cap at the next busiest) are frozen too,
 the hashed parameters while they have their default (empty: ECC-only; 0: none), so every
 version recorded before the parameter existed keeps its hash and its history. So are the weak
 layer's ``weak_gate`` (``none``: its signals are not read; ``evidence``: they are listed beside a
-prediction; ``require``: a trend prediction needs one of them too) and ``weak_slowdown_minutes``
-(the thermal slowdown time a growth window needs for the thermal-slowdown signal).
+prediction; ``require``: a trend prediction needs one of them too), ``weak_slowdown_minutes``
+(the thermal slowdown time a growth window needs for the thermal-slowdown signal) and
+``weak_pcie_replays`` (the PCIe replays a growth window needs for the replay signal; 0, the
+default, switches that signal off, so versions made before it keep their predictions).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class RuleParams:
     cap_busiest_hours: int = 0
     weak_gate: str = "none"
     weak_slowdown_minutes: int = 60
+    weak_pcie_replays: int = 0
 
     @property
     def reads_weak(self) -> bool:
@@ -165,6 +168,9 @@ RULE_PARAMS: Final = Table("", (
     Setting("weak_slowdown_minutes", "int", 60, check=_range(1, 1440),
             help="thermal slowdown time within the last growth window that fires the weak "
                  "thermal_slowdown signal"),
+    Setting("weak_pcie_replays", "int", 0, check=_range(0, 10**9),
+            help="PCIe replays within the last growth window that fire the weak "
+                 "pcie_replays_rising signal (0: the signal is off)"),
 ))
 SPECS: Final[tuple[Setting, ...]] = RULE_PARAMS.settings
 SPEC_BY_KEY: Final[dict[str, Setting]] = {spec.key: spec for spec in SPECS}
@@ -184,10 +190,12 @@ FROZEN_KEYS: Final[tuple[str, ...]] = (
     "cap_busiest_hours",
     "weak_gate",
     "weak_slowdown_minutes",
+    "weak_pcie_replays",
 )
 # Frozen keys added after versions were recorded: at this value they are not hashed.
 HASH_DEFAULTS: Final[dict[str, Any]] = {"fault_xids": (), "cap_busiest_hours": 0,
-                                        "weak_gate": "none", "weak_slowdown_minutes": 60}
+                                        "weak_gate": "none", "weak_slowdown_minutes": 60,
+                                        "weak_pcie_replays": 0}
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})

@@ -10,6 +10,8 @@
 | weak   | thermal_slowdown        | thermal slowdown time over the last growth window          |
 |        |                         | >= weak_slowdown_minutes                                   |
 | weak   | pcie_link_degraded      | PCIe link width at t0 below its max                        |
+| weak   | pcie_replays_rising     | PCIe replays over the last growth window                   |
+|        |                         | >= weak_pcie_replays (0: off)                              |
 
 Weak signals never fire alone (:func:`decide` drops decisions of weak hits) and are read only
 when the rule's ``weak_gate`` is not ``none``; with ``require`` a trend decision needs one too.

@@ -7,6 +7,8 @@ support or gate a trend prediction, never make one
 | thermal_slowdown   | hardware + software thermal slowdown over the last growth window      |
 |                    | >= ``weak_slowdown_minutes``                                          |
 | pcie_link_degraded | the PCIe link at t0 runs with fewer lanes than it can                 |
+| pcie_replays_rising| the PCIe replays grew by >= ``weak_pcie_replays`` over the last growth |
+|                    | window (0: off)                                                       |
 
 Read only for a rule whose ``weak_gate`` is not ``none``. Unknown is never 0: a value a signal
 needs that is unknown abandons it.
@@ -47,8 +49,23 @@ def _link_degraded(f: CardFeatures, p: RuleParams) -> SignalHit | None:
                      (("pcie_link_width", width), ("pcie_link_width_max", most)))
 
 
+def _replays_rising(f: CardFeatures, p: RuleParams) -> SignalHit | None:
+    """Replays added over the last growth window. A count that went down was reset (a GPU
+    reset or driver reload) within the window: what it added since is unknown, so no hit."""
+    now, before = f.pcie_replays, f.pcie_replays_before
+    if p.weak_pcie_replays == 0 or now is None or before is None or now < before:
+        return None
+    if now - before < p.weak_pcie_replays:
+        return None
+    return SignalHit("pcie_replays_rising", "weak",
+                     f"PCIe replays +{now - before} in the last {p.growth_window_hours}h "
+                     f"(>= {p.weak_pcie_replays})",
+                     (("pcie_replays_before", before), ("pcie_replays", now)))
+
+
 # The weak layer: read only when the rule's weak_gate is not "none"; never fires alone.
 WEAK_SIGNALS: tuple[Signal, ...] = (
     Signal("thermal_slowdown", "weak", _thermal_slowdown),
     Signal("pcie_link_degraded", "weak", _link_degraded),
+    Signal("pcie_replays_rising", "weak", _replays_rising),
 )

@@ -22,10 +22,12 @@ Details beyond memory (docs/rules.md, *The weak layer*), ``ours`` only: the PCIe
 (``gpu_health_pcie_link_width``, ``_max``), the thermal and power-brake slowdown time
 (``gpu_health_clock_slowdown_seconds_total`` by ``reason``, seconds stored as whole
 microseconds; the other reasons' series are not read), the fabric state (the state set
-``gpu_health_fabric_state{state}``) and status (``gpu_health_fabric_status_success``).
-dcgm-exporter's and nvidia_gpu_exporter's lists hold none of them (dcgm-exporter's
-``DCGM_FI_DEV_THERMAL_VIOLATION``, commented out in its default lists, counts every thermal
-throttling without the hardware/software split), so those sets read none.
+``gpu_health_fabric_state{state}``) and status (``gpu_health_fabric_status_success``), and
+the PCIe replays since reset (``gpu_health_pcie_replays_total``). Of these, dcgm-exporter's
+default list holds the replays only (``DCGM_FI_DEV_PCIE_REPLAY_COUNTER``, read by ``dcgm``;
+its ``DCGM_FI_DEV_THERMAL_VIOLATION``, commented out there, counts every thermal throttling
+without the hardware/software split); nvidia_gpu_exporter's holds none, so ``nvidia_smi``
+reads none.
 
 Identity:
 
@@ -71,6 +73,7 @@ from gpu_health.contract import (
     FABRIC_STATES,
     METRIC_NAMES,
     METRIC_PREFIX,
+    PCIE_REPLAYS_METRIC,
     SLOWDOWN_METRIC,
     STORED_SLOWDOWNS,
     XID_METRIC,
@@ -168,6 +171,7 @@ OURS: Final = MetricSet("ours", {k: (METRIC_NAMES[k],) for k in COUNTER_KEYS}, (
        for reason, key in STORED_SLOWDOWNS.items()},
     "fabric_state": DetailSeries(FABRIC_STATE_METRIC, "state", states=FABRIC_STATES),
     "fabric_status_success": DetailSeries(FABRIC_OK_METRIC),
+    "pcie_replays": DetailSeries(PCIE_REPLAYS_METRIC),
 })
 DCGM: Final = MetricSet("dcgm", {
     "ecc_uncorrected_total": ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",),
@@ -176,7 +180,8 @@ DCGM: Final = MetricSet("dcgm", {
     "remapped_rows_pending": ("DCGM_FI_DEV_ROW_REMAP_PENDING",),
     "remapped_rows_failure": ("DCGM_FI_DEV_ROW_REMAP_FAILURE",),
 }, ("Hostname", "hostname"), "gpu", "UUID", xid_metric="DCGM_FI_DEV_XID_ERRORS",
-    xid_kind="last_value")
+    xid_kind="last_value",
+    details={"pcie_replays": DetailSeries("DCGM_FI_DEV_PCIE_REPLAY_COUNTER")})
 NVIDIA_SMI: Final = MetricSet("nvidia_smi", {
     "ecc_uncorrected_total": ("nvidia_smi_ecc_errors_uncorrected_aggregate_total",),
     "ecc_corrected_total": ("nvidia_smi_ecc_errors_corrected_aggregate_total",),

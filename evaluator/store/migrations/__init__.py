@@ -19,6 +19,7 @@ from gpu_health.evaluator.store.migrations import (
     m006_cluster,
     m008_remediation,
     m013_card_health,
+    m014_pcie_replays,
 )
 from gpu_health.evaluator.store.migrations.common import Migration, Only
 
@@ -30,4 +31,5 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     *m006_cluster.MIGRATIONS,
     *m008_remediation.MIGRATIONS,
     *m013_card_health.MIGRATIONS,
+    *m014_pcie_replays.MIGRATIONS,
 )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from gpu_health.contract import HEALTH_KEYS
 from gpu_health.evaluator.store.migrations.common import Migration
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
@@ -13,6 +12,9 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         13,
         "PCIe link width, thermal and power-brake slowdown time, fabric state and status on "
         "samples (nullable, no DEFAULT: old rows read back unknown)",
-        tuple(f"ALTER TABLE gpu_health_samples ADD COLUMN {key} BIGINT" for key in HEALTH_KEYS),
+        tuple(f"ALTER TABLE gpu_health_samples ADD COLUMN {key} BIGINT" for key in (
+            "pcie_link_width", "pcie_link_width_max", "sw_thermal_slowdown_us",
+            "hw_thermal_slowdown_us", "hw_power_brake_slowdown_us", "fabric_state",
+            "fabric_status_success")),
     ),
 )

@@ -1,8 +1,9 @@
 """The card's health beyond memory through the evaluator: the PCIe link width, the thermal and
-power-brake slowdown time and the fabric registration, parsed from the exposition (the series
+power-brake slowdown time, the fabric registration and the PCIe replays, parsed from the
+exposition (the series
 the exporter writes: tests/exporter/test_link_health.py replays real captures into them),
-written change-only with the counters and stored in nullable columns (migration 13: the write
-and the migration are tested with the other details in test_remap_ingest.py)."""
+written change-only with the counters and stored in nullable columns (migrations 13 and 14: the write
+and the migrations are tested with the other details in test_remap_ingest.py)."""
 
 from __future__ import annotations
 
@@ -32,13 +33,16 @@ def test_every_stored_signal_is_parsed() -> None:
             + slowdown("sw_power_cap", "212.553937") + slowdown("sw_thermal_slowdown", "0.0")
             + slowdown("hw_thermal_slowdown", "3600.000001")
             + slowdown("hw_power_brake_slowdown", "1.5e-05") + fabric("completed")
-            + f"gpu_health_fabric_status_success{{{LABELS}}} 0\n")
+            + f"gpu_health_fabric_status_success{{{LABELS}}} 0\n"
+            + f"gpu_health_pcie_replays_total{{{LABELS}}} 67\n"
+            + f"gpu_health_pcie_replay_rollovers_total{{{LABELS}}} 0\n")
     extraction = parse_cards(text)
     (card,) = extraction.cards
     assert card.details == CardDetails(
         pcie_link_width=8, pcie_link_width_max=16, sw_thermal_slowdown_us=0,
         hw_thermal_slowdown_us=3_600_000_001, hw_power_brake_slowdown_us=15,
-        fabric_state=FABRIC_STATES.index("completed"), fabric_status_success=0)
+        fabric_state=FABRIC_STATES.index("completed"), fabric_status_success=0,
+        pcie_replays=67)  # the rollovers are read and not kept
     assert extraction.ignored_series == {} and extraction.unknown_values == {}
 
 

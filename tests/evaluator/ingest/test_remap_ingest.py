@@ -124,6 +124,7 @@ def test_a_duplicated_recovery_series_makes_the_action_unknown() -> None:
     (CardDetails(recovery_action=0), CardDetails(recovery_action=2, retired_pages_pending=1)),
     (CardDetails(hw_thermal_slowdown_us=0),  # beyond memory (migration 13)
      CardDetails(hw_thermal_slowdown_us=60_000_000, pcie_link_width=8)),
+    (CardDetails(pcie_replays=40), CardDetails(pcie_replays=41)),  # migration 14
 ])
 def test_a_detail_alone_is_a_change_and_is_stored(tmp_path: Path, before: CardDetails,
                                                   after: CardDetails) -> None:
@@ -140,6 +141,7 @@ def test_a_detail_alone_is_a_change_and_is_stored(tmp_path: Path, before: CardDe
 @pytest.mark.parametrize(("version", "column", "known"), [
     (7, "remapped_rows_pending", CardDetails()),  # before migration 8
     (12, "recovery_action", CardDetails(recovery_action=0)),  # before migration 13
+    (13, "fabric_state", CardDetails(fabric_state=0)),  # before migration 14
 ])
 def test_a_migration_leaves_older_rows_unknown(tmp_path: Path, version: int, column: str,
                                                known: CardDetails) -> None:

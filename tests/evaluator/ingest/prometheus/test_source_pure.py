@@ -256,6 +256,22 @@ def test_a_step_carries_the_details_our_names_give() -> None:
     assert acc.dropped == {"duplicate_series": 1}
 
 
+def test_dcgm_gives_the_pcie_replays_and_its_no_data_sentinel_is_unknown() -> None:
+    """dcgm-exporter's default list holds DCGM_FI_DEV_PCIE_REPLAY_COUNTER (a counter, "Total
+    number of PCIe retries"), the only one of the stored details it exports."""
+    cards = [{"gpu": str(i), "UUID": f"GPU-{i}", "Hostname": "n1"} for i in range(2)]
+    acc = Assembly()
+    add_series(acc, DCGM, "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+               [series(card, [(0, "0")]) for card in cards], None, {})
+    add_series(acc, DCGM, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+               [series(cards[0], [(0, "67")]), series(cards[1], [(0, "9223372036854775794")])],
+               None, {})
+    (_, results), = step_results(acc, DCGM, {}, node_targets("http://prom:9090"), {})
+    replays = {r.gpu_index: r.details.pcie_replays for r in results[0].extraction.cards}
+    assert replays == {0: 67, 1: None}
+    assert acc.dropped == {"no_data_sentinel": 1}
+
+
 # -- change points ------------------------------------------------------------------------------
 
 SERIES = st.tuples(st.sampled_from(["DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
