@@ -1,12 +1,13 @@
-"""bench/weak_layer.py calibrates from the base it claims: v4-ecc-weak with min_increase 8,
-under its own name (the fleets it plants are tested in tests/evaluator/calibrate)."""
+"""bench/weak_layer.py calibrates from the base it claims: v4-ecc-weak (heat) or
+v5-ecc-weak-pcie (replays) with min_increase 8, under its own name (the fleets it plants are
+tested in tests/evaluator/calibrate)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-from bench.weak_layer import V4, tuned_base
+from bench.weak_layer import V4, V5, tuned_base
 from gpu_health.evaluator.config.rules import load_ruleset
 
 
@@ -15,3 +16,10 @@ def test_the_tuned_base_is_v4_with_the_calibrated_growth_threshold(tmp_path: Pat
     v4 = load_ruleset(V4, env={})
     assert tuned.version == "v4-ecc-tuned"
     assert tuned.params == replace(v4.params, min_increase=8)
+
+
+def test_the_replays_base_is_v5_with_the_same_growth_threshold(tmp_path: Path) -> None:
+    tuned = load_ruleset(tuned_base(tmp_path, "replays"), env={})
+    v5 = load_ruleset(V5, env={})
+    assert tuned.version == "v5-ecc-tuned"
+    assert tuned.params == replace(v5.params, min_increase=8)

@@ -198,6 +198,8 @@ def write_profiled_fleet(path: Path, profile: Callable[[int, int, int], tuple[st
 # (onset day, minutes of thermal slowdown a day) of a heated card
 Heat = tuple[float, float]
 HEAT_MINUTES_A_DAY = 120.0
+# PCIe replays a day of a card planted with replays: 5x what v5-ecc-weak-pcie needs to fire
+REPLAYS_A_DAY = 5000.0
 
 
 def heat_before_faults(c: int, days: int, seed: int) -> Heat | None:
@@ -220,27 +222,32 @@ def heat_as_noise(c: int, days: int, seed: int) -> Heat | None:
     return (rng.uniform(0, days), HEAT_MINUTES_A_DAY) if rng.random() < 0.3 else None
 
 
-def plant_heat(path: Path, heat: Callable[[int, int, int], Heat | None], cards: int, days: int,
-               *, seed: int = 11, start: datetime = START) -> int:
+def plant_weak(path: Path, heat: Callable[[int, int, int], Heat | None], cards: int, days: int,
+               *, seed: int = 11, start: datetime = START, signal: str = "heat") -> int:
     """Fill the weak layer's columns of a written fleet (:func:`write_profiled_fleet`, the same
-    cards, days and seed): every card's link at x16 of x16 and software thermal slowdown 0;
-    its hardware thermal slowdown 0 before its onset and growing by its minutes a day after it.
-    The values go into the rows already written (keep-alive rows every 5 minutes at the
-    least), not into rows of their own as the live write rule would add: a boundary reads
-    them at most 5 minutes late. Returns the cards heated."""
+    cards, days and seed): every card's link at x16 of x16 and software thermal slowdown 0.
+    ``signal`` "heat": the hardware thermal slowdown 0 before the card's onset and growing by
+    its minutes a day after it, the PCIe replays 40 throughout; "replays": the slowdown 0
+    throughout, the replays 40 before the onset and growing by ``REPLAYS_A_DAY`` after it
+    (the schedule's minutes are not used). The values go into the rows already written
+    (keep-alive rows every 5 minutes at the least), not into rows of their own as the live
+    write rule would add: a boundary reads them at most 5 minutes late. Returns the cards
+    planted."""
     rows = []
     for c in range(cards):
         h = heat(c, days, seed)
         onset = None if h is None else (start + timedelta(days=h[0])).timestamp()
-        rate = 0.0 if h is None else h[1] * 60e6 / 86_400  # microseconds per second
+        per_day = 0.0 if h is None else h[1] * 60e6 if signal == "heat" else REPLAYS_A_DAY
         rows.append(f"('node-{c // 8:04d}', {c % 8}, {'NULL' if onset is None else onset}, "
-                    f"{rate})")
+                    f"{per_day / 86_400})")  # per second
+    grown = ("CASE WHEN h.onset IS NULL THEN 0 ELSE CAST(greatest(0, epoch(s.sampled_at) - "
+             "h.onset) * h.rate AS BIGINT) END")
     db = DuckDBDatabase(path)
     try:
         db.execute(f"""
 UPDATE gpu_health_samples AS s
-SET hw_thermal_slowdown_us = CASE WHEN h.onset IS NULL THEN 0
-        ELSE CAST(greatest(0, epoch(s.sampled_at) - h.onset) * h.rate AS BIGINT) END,
+SET hw_thermal_slowdown_us = {grown if signal == "heat" else 0},
+    pcie_replays = 40 + {grown if signal == "replays" else 0},
     sw_thermal_slowdown_us = 0, pcie_link_width = 16, pcie_link_width_max = 16
 FROM (VALUES {", ".join(rows)}) AS h(node_id, gpu_index, onset, rate)
 WHERE s.node_id = h.node_id AND s.gpu_index = h.gpu_index""")

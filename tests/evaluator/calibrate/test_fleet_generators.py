@@ -1,13 +1,15 @@
 """The seeded fleets the calibration measurements use say what they claim: a null fleet's faults
 do not depend on the cards' correctable history; a bait fleet's bursts each fit in one hour; the
-weak layer's heat precedes faults on one fleet and is noise on the other, and lands in the
-file as the cumulative slowdown the weak signal reads."""
+weak layer's heat (or PCIe replays) precedes faults on one fleet and is noise on the other,
+and lands in the file as the cumulative count the weak signal reads."""
 
 from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 from gpu_health.evaluator.store.engines.duckdb import DuckDBDatabase
 from tests.evaluator.calibrate_support import (
@@ -16,7 +18,7 @@ from tests.evaluator.calibrate_support import (
     heat_as_noise,
     heat_before_faults,
     null_events,
-    plant_heat,
+    plant_weak,
     write_profiled_fleet,
 )
 
@@ -86,24 +88,31 @@ def test_heat_precedes_most_faults_on_the_precursor_fleet_and_none_on_the_noise_
         assert 0.26 < heated / (heated + noise[(failed, False)]) < 0.34
 
 
-def test_planted_heat_is_in_the_file_as_cumulative_slowdown(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("signal", "column", "quiet", "most_a_day"), [
+    ("heat", "hw_thermal_slowdown_us", 0, 2 * 3600e6),  # two hours a day, in microseconds
+    ("replays", "pcie_replays", 40, 5000),
+])
+def test_planted_signal_is_in_the_file_as_a_cumulative_count(
+        tmp_path: Path, signal: str, column: str, quiet: int, most_a_day: float) -> None:
     path = tmp_path / "fleet.duckdb"
     write_profiled_fleet(path, card_events, 16, 40, step=timedelta(hours=1), seed=5)
-    heated = plant_heat(path, heat_before_faults, 16, 40, seed=5)
+    heated = plant_weak(path, heat_before_faults, 16, 40, seed=5, signal=signal)
     db = DuckDBDatabase(path)
     try:
-        rows = db.fetchall("""
-            SELECT node_id, gpu_index, min(hw_thermal_slowdown_us), max(hw_thermal_slowdown_us),
-                   count(*) FILTER (WHERE hw_thermal_slowdown_us IS NULL OR
-                                    pcie_link_width IS NULL OR sw_thermal_slowdown_us IS NULL)
+        rows = db.fetchall(f"""
+            SELECT node_id, gpu_index, min({column}), max({column}),
+                   count(*) FILTER (WHERE hw_thermal_slowdown_us IS NULL OR pcie_replays IS NULL
+                                    OR pcie_link_width IS NULL OR sw_thermal_slowdown_us IS NULL),
+                   max(hw_thermal_slowdown_us) + max(pcie_replays) - 40
             FROM gpu_health_samples GROUP BY 1, 2 ORDER BY 1, 2""")
     finally:
         db.close()
     assert len(rows) == 16 and all(r[4] == 0 for r in rows)  # known everywhere, never unknown
-    hot = [r for r in rows if r[3] > 0]
+    hot = [r for r in rows if r[3] > quiet]
     assert len(hot) == heated
-    for node, gpu, low, high, _ in rows:
+    for node, gpu, low, high, _, both in rows:
         h = heat_before_faults(int(node[-4:]) * 8 + gpu, 40, seed=5)
-        assert (high > 0) == (h is not None) and low == 0
-        if h is not None:  # two hours a day up to the card's last reading, at most 40 - onset
-            assert high <= (40 - h[0]) * 2 * 3600e6 + 1
+        assert (high > quiet) == (h is not None) and low == quiet
+        assert both == high - quiet  # the other signal stays quiet (0, 40)
+        if h is not None:  # its amount a day up to the card's last reading, at most 40 - onset
+            assert high - quiet <= (40 - h[0]) * most_a_day + 1

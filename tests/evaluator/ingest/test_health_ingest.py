@@ -1,9 +1,9 @@
 """The card's health beyond memory through the evaluator: the PCIe link width, the thermal and
 power-brake slowdown time, the fabric registration and the PCIe replays, parsed from the
-exposition (the series
-the exporter writes: tests/exporter/test_link_health.py replays real captures into them),
-written change-only with the counters and stored in nullable columns (migrations 13 and 14: the write
-and the migrations are tested with the other details in test_remap_ingest.py)."""
+exposition (the series the exporter writes: tests/exporter/test_link_health.py replays real
+captures into them), written change-only with the counters and stored in nullable columns
+(migrations 13 and 14: the write and the migrations are tested with the other details in
+test_remap_ingest.py)."""
 
 from __future__ import annotations
 

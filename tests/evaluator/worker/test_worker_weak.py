@@ -1,7 +1,8 @@
 """A live tick of v4-ecc-weak (the weak layer as evidence) and of v4 with ``weak_gate=require``
 over the same samples (real DuckDB files): two cards ramp the same way, one of them also ran hot
 for two hours of the last day; v4 predicts both and names the heat of the hot one; require
-predicts the hot one only."""
+predicts the hot one only. The same for v5-ecc-weak-pcie with PCIe replays in place of the
+heat, which v4 does not read."""
 
 from __future__ import annotations
 
@@ -43,4 +44,35 @@ def test_v4_names_the_heat_and_require_predicts_only_the_hot_card(tmp_path: Path
     assert "[weak] thermal_slowdown: clocks held down for heat 120 min in the last 24h " \
            "(>= 60 min)" in v4[1]
     required = predicted(tmp_path, ruleset(V4_FILE, weak_gate="require"), heated)
+    assert set(required) == {1}
+
+
+V5_FILE = REPO / "rules" / "v5-ecc-weak-pcie.yaml"
+
+
+def replaying(tmp_path: Path, name: str) -> Database:
+    """Two ramping cards, cool and at x16 of x16; GPU 1's link resent 2,000 PCIe transactions
+    in the 6 hours before t0, GPU 0's none since its 40 of before."""
+    db = open_db(tmp_path, f"{name}.duckdb")
+    for gpu in (0, 1):
+        rows = series("n1", gpu, f"GPU-{gpu}", start=0, end=NOW_DAYS, every_minutes=10,
+                      corrected=ramp, uncorrected=const(0))
+        start = NOW - timedelta(hours=6)
+        replays = [40 + (min(2000, max(0, int((s.sampled_at - start) / timedelta(seconds=10))))
+                         if gpu == 1 else 0) for s in rows]
+        load(db, [replace(s, details=CardDetails(hw_thermal_slowdown_us=0,
+                                                 sw_thermal_slowdown_us=0, pcie_link_width=16,
+                                                 pcie_link_width_max=16, pcie_replays=r))
+                  for s, r in zip(rows, replays, strict=True)])
+    return db
+
+
+def test_v5_names_the_replays_v4_does_not_and_require_predicts_only_that_card(
+        tmp_path: Path) -> None:
+    v4 = predicted(tmp_path, ruleset(V4_FILE), replaying)
+    assert set(v4) == {0, 1} and "[weak]" not in v4[0] + v4[1]  # v4 does not read them
+    v5 = predicted(tmp_path, ruleset(V5_FILE), replaying)
+    assert set(v5) == {0, 1} and "[weak]" not in v5[0]
+    assert "[weak] pcie_replays_rising: PCIe replays +2000 in the last 24h (>= 1000)" in v5[1]
+    required = predicted(tmp_path, ruleset(V5_FILE, weak_gate="require"), replaying)
     assert set(required) == {1}
