@@ -19,11 +19,12 @@ form):
 Fault days fall between day 20 and five days before the end, so both parts of a time split hold
 faults.
 
-A weak signal is planted on a written fleet by :func:`plant_heat`: per card, the hardware
+A weak signal is planted on a written fleet by :func:`plant_weak`: per card, the hardware
 thermal slowdown time from an onset on (two hours of slowdown a day, what the weak
-``thermal_slowdown`` signal reads), or none (known 0, never unknown). :func:`heat_before_faults`
-heats most ``ramp`` cards for the week before their fault and a few other cards at random;
-:func:`heat_as_noise` heats cards by a coin of their own, whatever their history.
+``thermal_slowdown`` signal reads) or the PCIe replays (5,000 a day, what
+``pcie_replays_rising`` reads), or none (known quiet, never unknown). :func:`heat_before_faults`
+gives most ``ramp`` cards their onset a week before their fault and a few other cards one at
+random; :func:`heat_as_noise` gives cards one by a coin of their own, whatever their history.
 """
 
 from __future__ import annotations

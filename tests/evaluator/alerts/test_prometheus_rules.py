@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.promtool import promtool as promtool_path
+from tests.shared import require_shared
 
 REPO = Path(__file__).resolve().parents[3]
 FOLDER = REPO / "rules" / "prometheus"
@@ -91,5 +92,17 @@ def test_rules_read_only_metrics_that_exist(name: str) -> None:
     documented = "".join((REPO / "docs" / doc).read_text()
                          for doc in ("exporter.md", "alerting.md", "dashboards.md", "actions.md"))
     exprs = " ".join(str(r["expr"]) for r in alerts(name).values())
-    for metric in set(re.findall(r"\bgpu_health_[a-z_]+", exprs)):
+    for metric in set(re.findall(r"\b(?:gpu_health_[a-z_]+|DCGM_FI_[A-Z_]+)", exprs)):
         assert metric in documented or metric.removesuffix("_total") in documented, metric
+
+
+def test_the_dcgm_names_the_rules_read_are_in_dcgm_exporters_counter_list() -> None:
+    """dcgm-exporter's own default list (../shared/fixtures/dcgm, at d5e5f510) names each, as a
+    counter, whether it ships on or commented out."""
+    listed = (require_shared() / "dcgm" /
+              "dcgm-exporter-default-counters-d5e5f510.csv").read_text()
+    exprs = " ".join(str(r["expr"]) for r in alerts("gpu-hardware").values())
+    names = set(re.findall(r"\bDCGM_FI_[A-Z_]+", exprs))
+    assert len(names) == 4
+    for name in names:
+        assert re.search(rf"^#? ?{name},\s*counter,", listed, re.MULTILINE), name
