@@ -142,7 +142,8 @@ def test_rendered_rules_are_the_repository_rules_and_pass_promtool(tmp_path: Pat
 
 def test_each_rule_group_has_its_own_switch(tmp_path: Path) -> None:
     off = merged(VALUE_SETS["defaults"], {"prometheusRule": {"groups": {
-        "gpu-hardware": {"enabled": False}, "gpu-health-alerting": {"enabled": False}}}})
+        "gpu-hardware": {"enabled": False}, "gpu-health-alerting": {"enabled": False},
+        "gpu-hardware-dcgm": {"enabled": False}}}})
     rule = one(template(off, tmp_path), "PrometheusRule")
     assert [g["name"] for g in rule["spec"]["groups"]] == [
         "gpu-health-exporter", "gpu-health-evaluator"]
