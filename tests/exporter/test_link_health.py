@@ -141,5 +141,6 @@ def test_the_evaluator_reads_back_what_it_stores(capture: str, tool_env: dict[st
         "pcie_link_width": width, "pcie_link_width_max": width_max, "sw_thermal_slowdown_us": 0,
         "hw_thermal_slowdown_us": 0, "hw_power_brake_slowdown_us": 0,
         "fabric_state": None if fabric is None else FABRIC_STATES.index(fabric),
-        "fabric_status_success": ok}
+        "fabric_status_success": ok,
+        "pcie_replays": None}  # from nvidia-smi -q, not this CSV: test_pcie_replays.py
     assert extraction.ignored_series == {} and extraction.unknown_values == {}
