@@ -33,6 +33,10 @@ from gpu_health.contract import (
     METRIC_TYPES,
     NODE_LABEL,
     NODE_METRIC,
+    NVLINK_CARD_HELP,
+    NVLINK_CARD_METRIC,
+    NVLINK_ERRORS_HELP,
+    NVLINK_ERRORS_METRIC,
     PAGES_PENDING_HELP,
     PAGES_PENDING_METRIC,
     PCIE_REPLAYS_HELP,
@@ -50,7 +54,7 @@ from gpu_health.contract import (
 
 from .cache import ReadingCache, VendorStatus
 from .sources import VendorSource
-from .tool_output import CardReading
+from .tool_output import CardReading, nvlink_total
 
 SELF = "gpu_health_exporter_"
 
@@ -163,7 +167,23 @@ def link_families(readings: Iterable[CardReading]) -> list[Metric]:
             replays.add_metric(labels, float(reading.pcie_replays))
         if reading.pcie_replay_rollovers is not None:
             rollovers.add_metric(labels, float(reading.pcie_replay_rollovers))
-    return [*link.values(), slowdown, state, ok, replays, rollovers]
+    return [*link.values(), slowdown, state, ok, replays, rollovers, *nvlink_families(readings)]
+
+
+def nvlink_families(readings: Iterable[CardReading]) -> list[Metric]:
+    """Each NVLink link's error counters, and the card's total, where the tool listed them."""
+    per_link = CounterMetricFamily(NVLINK_ERRORS_METRIC, NVLINK_ERRORS_HELP,
+                                   labels=[*CARD_LABELS, "link", "counter"])
+    per_card = CounterMetricFamily(NVLINK_CARD_METRIC, NVLINK_CARD_HELP, labels=list(CARD_LABELS))
+    for reading in readings:
+        labels = [str(reading.gpu), reading.uuid or "", reading.vendor]
+        for (link, counter), value in sorted(reading.nvlink_errors.items()):
+            if value is not None:
+                per_link.add_metric([*labels, str(link), counter], float(value))
+        total = nvlink_total(reading.nvlink_errors)
+        if total is not None:
+            per_card.add_metric(labels, float(total))
+    return [per_link, per_card]
 
 
 def _add_state_set(family: GaugeMetricFamily, labels: list[str], states: Sequence[str],

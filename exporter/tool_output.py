@@ -43,6 +43,10 @@ def _no_slowdown() -> Mapping[str, int]:
     return MappingProxyType({})
 
 
+def _no_links() -> Mapping[tuple[int, str], int | None]:
+    return MappingProxyType({})
+
+
 def make_counters(known: Mapping[CounterKey, int | None] | None = None) -> Counters:
     """All five counter keys, ``None`` (unknown) for every key not given; read-only."""
     values: dict[CounterKey, int | None] = dict.fromkeys(COUNTER_KEYS)
@@ -81,6 +85,9 @@ class CardReading:
     # nvidia-smi -q's PCIe replay counters since the last GPU reset (None: unknown or not read)
     pcie_replays: int | None = None
     pcie_replay_rollovers: int | None = None
+    # nvidia-smi nvlink -e: (link, contract.NVLINK_COUNTERS name) -> count, None where the value
+    # was unusable; empty when not read or the card lists no link
+    nvlink_errors: Mapping[tuple[int, str], int | None] = field(default_factory=_no_links)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +128,11 @@ def duplicate_uuids(readings: tuple[CardReading, ...]) -> tuple[Failure, ...]:
     return tuple(Failure("duplicate_uuid", f"UUID {uuid} reported at indexes "
                                            f"{', '.join(map(str, sorted(gpus)))}")
                  for uuid, gpus in sorted(slots.items()) if len(gpus) > 1)
+
+
+def nvlink_total(counts: Mapping[tuple[int, str], int | None]) -> int | None:
+    """Every NVLink counter of every link added up, as DCGM's ``*_TOTAL`` fields add up the
+    links; None (unknown) when none was read or one of them is unusable."""
+    if not counts or any(value is None for value in counts.values()):
+        return None
+    return sum(value for value in counts.values() if value is not None)

@@ -191,6 +191,20 @@ PCIE_REPLAYS_HELP: Final = ("PCIe transactions the link layer had to resend (rep
 PCIE_ROLLOVERS_METRIC: Final = METRIC_PREFIX + "pcie_replay_rollovers_total"
 PCIE_ROLLOVERS_HELP: Final = ("Times the PCIe replay number wrapped (the link then retrains) "
                               "since the last GPU reset or driver load. Absent when unknown.")
+# nvidia-smi nvlink -e's error counters per NVLink link (drivers before Blackwell), since the
+# driver loaded or the counters were reset: packets the link layer resent (replay), link
+# retrains after a lost lock (recovery), flits that arrived corrupt (crc). One series per link
+# and counter (at most 18 links); the card's total adds them up, as DCGM's *_TOTAL fields add
+# up the links, and is what the evaluator stores.
+NVLINK_COUNTERS: Final[tuple[str, ...]] = ("replay", "recovery", "crc")
+NVLINK_ERRORS_METRIC: Final = METRIC_PREFIX + "nvlink_errors_total"
+NVLINK_ERRORS_HELP: Final = ("NVLink errors of one link since the driver loaded or the "
+                             "counters were reset, by counter (replay, recovery, crc). Absent "
+                             "when unknown.")
+NVLINK_CARD_METRIC: Final = METRIC_PREFIX + "nvlink_card_errors_total"
+NVLINK_CARD_HELP: Final = ("Every NVLink error counter of every link of the card added up "
+                           "(gpu_health_nvlink_errors_total summed). Absent when unknown or "
+                           "when one of them is.")
 FABRIC_OK_METRIC: Final = METRIC_PREFIX + "fabric_status_success"
 FABRIC_OK_HELP: Final = ("1 when the fabric registration completed without error, 0 when the "
                          "driver reports an error. Absent when unknown or not completed.")
@@ -202,14 +216,16 @@ FABRIC_OK_HELP: Final = ("1 when the fabric registration completed without error
 # generation, which an idle card lowers to save power (a row per idle spell, no fault), and
 # the power-cap slowdown, which a busy card under its power limit accrues on every read (a
 # policy, not a fault; it would turn change-only writes into a row a minute). The PCIe replays
-# since reset are kept too (the last column, added later); their rollovers are not (no other
-# exporter has them, and a rollover is a retrain the link width already shows when it sticks).
+# since reset are kept too (added later); their rollovers are not (no other exporter has them,
+# and a rollover is a retrain the link width already shows when it sticks). So is the card's
+# NVLink error total (the last column, added later; not each link's).
 HealthKey = Literal["pcie_link_width", "pcie_link_width_max", "sw_thermal_slowdown_us",
                     "hw_thermal_slowdown_us", "hw_power_brake_slowdown_us", "fabric_state",
-                    "fabric_status_success", "pcie_replays"]
+                    "fabric_status_success", "pcie_replays", "nvlink_errors"]
 HEALTH_KEYS: Final[tuple[HealthKey, ...]] = (
     "pcie_link_width", "pcie_link_width_max", "sw_thermal_slowdown_us", "hw_thermal_slowdown_us",
-    "hw_power_brake_slowdown_us", "fabric_state", "fabric_status_success", "pcie_replays")
+    "hw_power_brake_slowdown_us", "fabric_state", "fabric_status_success", "pcie_replays",
+    "nvlink_errors")
 # The slowdown reasons the store keeps, as (label value, column).
 STORED_SLOWDOWNS: Final[dict[str, HealthKey]] = {
     "sw_thermal_slowdown": "sw_thermal_slowdown_us",

@@ -14,6 +14,11 @@ for the CSV query; tests/fixtures/nvidia-h200-580.159.04) and no ``-d`` choice n
 PCI. It runs after the CSV query succeeded, under what is left of the tool timeout; when it
 fails the cards are still exported with their replay counters unknown, and the failure is
 counted by reason like a failed collection's.
+
+``nvidia-smi nvlink -e`` then reads the NVLink error counters per link, under what is left. A
+failure costs only those counters, is counted the same way, and pauses the read until the
+next probe (at most 30 minutes): a node whose driver has no NVLink answer to give (unknown from
+any published run) then costs one failed call per probe, not one per tick.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from prometheus_client.metrics_core import Metric
 from gpu_health.errors import CollectError, GpuHealthError, ParseError, ToolNotFound
 from gpu_health.runner import ToolRunner
 
-from ..parsers import nvidia, nvidia_q
+from ..parsers import nvidia, nvidia_nvlink, nvidia_q
 from ..parsers.cells import CellReader
 from ..tool_output import Failure, ParsedOutput
 from .base import COMMON_ERROR_REASONS, VendorSource
@@ -60,6 +65,7 @@ class NvidiaSource(VendorSource):
         self.probe_ttl = probe_ttl
         self._probe: _Probe | None = None
         self._rejected: frozenset[str] = frozenset()
+        self._nvlink_paused_until: datetime | None = None
 
     def collect(self, now: datetime) -> ParsedOutput:
         started = time.monotonic()
@@ -71,7 +77,8 @@ class NvidiaSource(VendorSource):
             self._note_rejected(nvidia.rejected_field(result.stdout), columns)
             result.require_success()
         output = nvidia.parse_query(result.stdout, columns)
-        return self._add_replays(output, self.runner.timeout_s - (time.monotonic() - started))
+        output = self._add_replays(output, self.runner.timeout_s - (time.monotonic() - started))
+        return self._add_nvlink(output, now, self.runner.timeout_s - (time.monotonic() - started))
 
     def _add_replays(self, output: ParsedOutput, left_s: float) -> ParsedOutput:
         """The readings with ``-q``'s replay counters; unchanged but for one failure when
@@ -86,6 +93,30 @@ class NvidiaSource(VendorSource):
             failure = Failure(exc.reason, f"nvidia-smi -q (PCIe replays): {exc}")
             return replace(output, failures=(*output.failures, failure))
         return replace(output, readings=nvidia_q.with_replays(output.readings, cards),
+                       anomalies=(*output.anomalies, *reader.anomalies))
+
+    def _add_nvlink(self, output: ParsedOutput, now: datetime, left_s: float) -> ParsedOutput:
+        """The readings with ``nvlink -e``'s counters; on a failure unchanged but for the
+        failure, and the read paused until the next probe is due."""
+        paused = self._nvlink_paused_until
+        if paused is not None and now < paused:
+            return output
+        if left_s <= 0:  # the commands before took the time: no sign against nvlink -e
+            return replace(output, failures=(*output.failures, Failure(
+                "timeout", "no time left for nvidia-smi nvlink -e (NVLink errors)")))
+        reader = CellReader()
+        try:
+            text = self.runner.run(self.binary, ("nvlink", "-e"),
+                                   timeout_s=left_s).require_success()
+            cards = nvidia_nvlink.parse_nvlink_errors(text.stdout, reader)
+        except (CollectError, ParseError) as exc:
+            self._nvlink_paused_until = now + self.probe_ttl
+            log.info("nvidia-smi nvlink -e failed (%s); not asked again before %s",
+                     exc.reason, self._nvlink_paused_until.isoformat())
+            failure = Failure(exc.reason, f"nvidia-smi nvlink -e (NVLink errors): {exc}")
+            return replace(output, failures=(*output.failures, failure))
+        self._nvlink_paused_until = None
+        return replace(output, readings=nvidia_nvlink.with_nvlink(output.readings, cards),
                        anomalies=(*output.anomalies, *reader.anomalies))
 
     def extra_metrics(self) -> Iterable[Metric]:

@@ -70,7 +70,8 @@ def invocations(log: Path) -> list[list[str]]:
 
 
 def nvidia_queries(log: Path) -> list[list[str]]:
-    """The fake nvidia-smi's probes and CSV queries, without the ``-q`` run each tick adds."""
-    return [argv for argv in invocations(log) if argv != ["-q"]]
+    """The fake nvidia-smi's probes and CSV queries, without the ``-q`` and ``nvlink -e`` runs
+    each tick adds."""
+    return [argv for argv in invocations(log) if argv not in (["-q"], ["nvlink", "-e"])]
 
 

@@ -142,5 +142,6 @@ def test_the_evaluator_reads_back_what_it_stores(capture: str, tool_env: dict[st
         "hw_thermal_slowdown_us": 0, "hw_power_brake_slowdown_us": 0,
         "fabric_state": None if fabric is None else FABRIC_STATES.index(fabric),
         "fabric_status_success": ok,
-        "pcie_replays": None}  # from nvidia-smi -q, not this CSV: test_pcie_replays.py
+        # from nvidia-smi -q and nvlink -e, not this CSV: test_pcie_replays.py, test_nvlink.py
+        "pcie_replays": None, "nvlink_errors": None}
     assert extraction.ignored_series == {} and extraction.unknown_values == {}

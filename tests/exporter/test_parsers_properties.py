@@ -26,6 +26,7 @@ from gpu_health.exporter.parsers import (
     metax,
     mthreads,
     nvidia,
+    nvidia_nvlink,
     nvidia_q,
     smi_xml,
     xid,
@@ -45,6 +46,9 @@ PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "nvidia.parse_help": (nvidia.parse_help, "nvidia-smi-help-query-gpu-590.48.01.txt"),
     "nvidia_q.parse_replays": (lambda t: nvidia_q.parse_replays(t, CellReader()),
                                "nvidia-smi-q-h100-590.48.01.txt"),
+    "nvidia_nvlink.parse_nvlink_errors": (
+        lambda t: nvidia_nvlink.parse_nvlink_errors(t, CellReader()),
+        "nvidia-smi-nvlink-e-a100-535.161.08.txt"),
     "cambricon.parse_table": (cambricon.parse_table, "cnmon-table-MLU370-X8-5.10.22.txt"),
     "enflame.parse_query": (enflame.parse_query, "efsmi-q-S60-1.5.txt"),
     "hygon.parse_table": (hygon.parse_table, "hy-smi-table-K100AI-dtk24.04.1.txt"),
@@ -77,6 +81,8 @@ def counter_values(result: Any) -> Iterator[int | None]:
             yield from item.counters.values()
         elif isinstance(item, nvidia_q.PcieReplays):
             yield from (item.replays, item.rollovers)
+        elif isinstance(item, nvidia_nvlink.CardLinks):
+            yield from item.counts.values()
 
 
 # Parsers that take a second, fixed input: its zeros are literal zeros of the whole input.

@@ -78,6 +78,8 @@ def replay_env(tool_env: dict[str, str]) -> dict[str, str]:
         "FAKE_NVIDIA_HELP": str(capture("nvidia-smi-help-query-gpu-{}.txt")),
         "FAKE_NVIDIA_QUERY": str(capture("nvidia-smi-query-gpu-all-fields-{}.csv")),
         "FAKE_NVIDIA_Q": str(capture("nvidia-smi-q-{}.txt")),
+        # nvidia-smi nvlink -e was not captured on this card: the replay fails it (exit 6)
+        "FAKE_NVIDIA_NVLINK_MODE": "exit:6",
     }
 
 
@@ -231,6 +233,11 @@ def test_the_replay_exports_what_the_exporter_exported_on_the_real_card(
     result = run(REPLAY_ARGS, replay_env(tool_env))
     assert result.returncode == 0, result.stderr
     now = stable_samples(result.stdout)
+    # the failed nvlink -e (not captured) costs one exit_code error and no other value
+    failed = ("gpu_health_exporter_collect_errors_total",
+              frozenset({("vendor", "nvidia"), ("reason", "exit_code")}))
+    assert now[failed] == stable_samples(real)[failed] + 1
+    now[failed] -= 1
     added = {k for k in now if k[0] in NEW_FAMILIES or (
         k[0] == "gpu_health_exporter_nvidia_field_supported"
         and dict(k[1])["field"] in NEW_SINCE_CAPTURE) or (

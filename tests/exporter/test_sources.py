@@ -28,10 +28,11 @@ def test_probe_is_cached_for_30_minutes_and_each_tick_runs_one_query(
     clock.advance(30 * 60)
     exporter.loop.tick()
     calls = invocations(Path(tool_env["FAKE_NVIDIA_LOG"]))
-    kinds = [{"--help-query-gpu": "probe", "-q": "replays"}.get(argv[0], "query")
+    kinds = [{"--help-query-gpu": "probe", "-q": "replays", "nvlink": "links"}.get(argv[0],
+                                                                                  "query")
              for argv in calls]
-    assert kinds == ["probe", "query", "replays", *["query", "replays"] * 2,
-                     "probe", "query", "replays"]
+    assert kinds == ["probe", "query", "replays", "links", *["query", "replays", "links"] * 2,
+                     "probe", "query", "replays", "links"]
     query = calls[1]
     assert query[0] == "--query-gpu=" + ",".join(
         ["index", "name", "uuid", "pci.bus_id", *nvidia.HEALTH_FIELDS, *REMAP_ROWS,
