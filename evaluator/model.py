@@ -95,6 +95,7 @@ class CardDetails:
     fabric_state: int | None = None
     fabric_status_success: int | None = None
     pcie_replays: int | None = None
+    nvlink_errors: int | None = None
 
     def as_tuple(self) -> tuple[int | None, ...]:
         return tuple(getattr(self, key) for key in DETAIL_KEYS)

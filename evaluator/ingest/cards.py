@@ -23,6 +23,8 @@ Applies the contract in ``gpu_health.contract``:
   (``STORED_SLOWDOWNS``) in whole microseconds (the driver's unit; the exporter divides by
   10**6); the other reasons are read and left out, a series without a known reason counts as
   ``bad_reason_label``;
+- each NVLink link's errors and the NVSwitch SXids are skipped unparsed (``SKIPPED_METRICS``:
+  the card's NVLink total is read instead; an SXid names a switch, not a card);
 - other ``gpu_health_*`` series (not the exporter's ``gpu_health_exporter_*`` self-metrics)
   are contract series this evaluator does not know, e.g. from a newer exporter: they are
   ignored and counted as ``unknown_metric``.
@@ -50,6 +52,7 @@ from gpu_health.errors import ParseError
 from gpu_health.evaluator.ingest.contract_series import (
     KEY_BY_NAME,
     SELF_METRIC_PREFIX,
+    SKIPPED_METRICS,
     STATE_SETS,
     WANTED_METRICS,
     XID_LABEL,
@@ -236,7 +239,8 @@ def extract_cards(samples: Iterable[RawSample]) -> CardExtraction:
 def with_unknown_metrics(extraction: CardExtraction, unused: Mapping[str, int]) -> CardExtraction:
     """``extraction`` counting as ``unknown_metric`` the skipped (``unused``) contract series."""
     skipped = sum(n for name, n in unused.items()
-                  if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX))
+                  if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX)
+                  and name not in SKIPPED_METRICS)
     if not skipped:
         return extraction
     ignored = dict(extraction.ignored_series)

@@ -23,6 +23,8 @@ from gpu_health.contract import (
     METRIC_NAMES,
     METRIC_PREFIX,
     NODE_METRIC,
+    NVLINK_CARD_METRIC,
+    NVLINK_ERRORS_METRIC,
     PAGES_PENDING_METRIC,
     PCIE_REPLAYS_METRIC,
     PCIE_ROLLOVERS_METRIC,
@@ -32,6 +34,7 @@ from gpu_health.contract import (
     SLOWDOWN_METRIC,
     SLOWDOWN_REASONS,
     STORED_SLOWDOWNS,
+    SXID_METRIC,
     XID_METRIC,
 )
 
@@ -52,12 +55,17 @@ KEY_BY_NAME[FABRIC_OK_METRIC] = "fabric_status_success"
 KEY_BY_NAME.update({METRIC_PREFIX + key: key for key in ("pcie_link_width",
                                                           "pcie_link_width_max")})
 KEY_BY_NAME[PCIE_REPLAYS_METRIC] = "pcie_replays"
+KEY_BY_NAME[NVLINK_CARD_METRIC] = "nvlink_errors"
 # Contract series read and left out (docs/rules.md, *The weak layer*, says why the store does
 # not keep them):
 # known, so not counted as ``unknown_metric``.
 _NOT_STORED: frozenset[str] = frozenset((*(METRIC_PREFIX + key for key in LINK_KEYS
                                            if METRIC_PREFIX + key not in KEY_BY_NAME),
                                          PCIE_ROLLOVERS_METRIC))
+# Contract series the store does not keep and the evaluator need not read: left unparsed (each
+# NVLink link's errors are up to 54 series a card; the card's total is read instead; an SXid
+# names a switch, not a card) and, being known, not counted as ``unknown_metric``.
+SKIPPED_METRICS: frozenset[str] = frozenset((NVLINK_ERRORS_METRIC, SXID_METRIC))
 WANTED_METRICS: frozenset[str] = frozenset((*KEY_BY_NAME, INFO_METRIC, XID_METRIC,
                                             BANK_METRIC, NODE_METRIC, SLOWDOWN_METRIC,
                                             *STATE_SETS, *_NOT_STORED))

@@ -61,6 +61,8 @@ class CardFeatures:
     pcie_link_width_max: int | None = None
     pcie_replays: int | None = None
     pcie_replays_before: int | None = None
+    nvlink_errors: int | None = None
+    nvlink_errors_before: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,9 @@ version recorded before the parameter existed keeps its hash and its history. So
 layer's ``weak_gate`` (``none``: its signals are not read; ``evidence``: they are listed beside a
 prediction; ``require``: a trend prediction needs one of them too), ``weak_slowdown_minutes``
 (the thermal slowdown time a growth window needs for the thermal-slowdown signal) and
-``weak_pcie_replays`` (the PCIe replays a growth window needs for the replay signal; 0, the
-default, switches that signal off, so versions made before it keep their predictions).
+``weak_pcie_replays`` (the PCIe replays a growth window needs for the replay signal) and
+``weak_nvlink_errors`` (the same for the card's NVLink errors); 0, their default, switches the
+signal off, so versions made before it keep their predictions.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class RuleParams:
     weak_gate: str = "none"
     weak_slowdown_minutes: int = 60
     weak_pcie_replays: int = 0
+    weak_nvlink_errors: int = 0
 
     @property
     def reads_weak(self) -> bool:
@@ -171,6 +173,9 @@ RULE_PARAMS: Final = Table("", (
     Setting("weak_pcie_replays", "int", 0, check=_range(0, 10**9),
             help="PCIe replays within the last growth window that fire the weak "
                  "pcie_replays_rising signal (0: the signal is off)"),
+    Setting("weak_nvlink_errors", "int", 0, check=_range(0, 10**9),
+            help="NVLink errors (every counter of every link) within the last growth window "
+                 "that fire the weak nvlink_errors_rising signal (0: the signal is off)"),
 ))
 SPECS: Final[tuple[Setting, ...]] = RULE_PARAMS.settings
 SPEC_BY_KEY: Final[dict[str, Setting]] = {spec.key: spec for spec in SPECS}
@@ -191,11 +196,12 @@ FROZEN_KEYS: Final[tuple[str, ...]] = (
     "weak_gate",
     "weak_slowdown_minutes",
     "weak_pcie_replays",
+    "weak_nvlink_errors",
 )
 # Frozen keys added after versions were recorded: at this value they are not hashed.
 HASH_DEFAULTS: Final[dict[str, Any]] = {"fault_xids": (), "cap_busiest_hours": 0,
                                         "weak_gate": "none", "weak_slowdown_minutes": 60,
-                                        "weak_pcie_replays": 0}
+                                        "weak_pcie_replays": 0, "weak_nvlink_errors": 0}
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})

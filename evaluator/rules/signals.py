@@ -12,6 +12,8 @@
 | weak   | pcie_link_degraded      | PCIe link width at t0 below its max                        |
 | weak   | pcie_replays_rising     | PCIe replays over the last growth window                   |
 |        |                         | >= weak_pcie_replays (0: off)                              |
+| weak   | nvlink_errors_rising    | the card's NVLink errors over the last growth window       |
+|        |                         | >= weak_nvlink_errors (0: off)                             |
 
 Weak signals never fire alone (:func:`decide` drops decisions of weak hits) and are read only
 when the rule's ``weak_gate`` is not ``none``; with ``require`` a trend decision needs one too.

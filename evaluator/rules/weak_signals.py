@@ -9,6 +9,8 @@ support or gate a trend prediction, never make one
 | pcie_link_degraded | the PCIe link at t0 runs with fewer lanes than it can                 |
 | pcie_replays_rising| the PCIe replays grew by >= ``weak_pcie_replays`` over the last growth |
 |                    | window (0: off)                                                       |
+| nvlink_errors_     | the card's NVLink errors grew by >= ``weak_nvlink_errors`` over the   |
+| rising             | last growth window (0: off)                                           |
 
 Read only for a rule whose ``weak_gate`` is not ``none``. Unknown is never 0: a value a signal
 needs that is unknown abandons it.
@@ -49,18 +51,27 @@ def _link_degraded(f: CardFeatures, p: RuleParams) -> SignalHit | None:
                      (("pcie_link_width", width), ("pcie_link_width_max", most)))
 
 
+def _rising(name: str, what: str, now: int | None, before: int | None, need: int,
+            p: RuleParams) -> SignalHit | None:
+    """A count added over the last growth window, at least ``need`` (0: off). A count that
+    went down was reset (a GPU reset, a driver reload, ``nvidia-smi nvlink -r``) within the
+    window: what it added since is unknown, so no hit."""
+    if need == 0 or now is None or before is None or now < before or now - before < need:
+        return None
+    key = {"pcie_replays_rising": "pcie_replays", "nvlink_errors_rising": "nvlink_errors"}[name]
+    return SignalHit(name, "weak",
+                     f"{what} +{now - before} in the last {p.growth_window_hours}h (>= {need})",
+                     ((key + "_before", before), (key, now)))
+
+
 def _replays_rising(f: CardFeatures, p: RuleParams) -> SignalHit | None:
-    """Replays added over the last growth window. A count that went down was reset (a GPU
-    reset or driver reload) within the window: what it added since is unknown, so no hit."""
-    now, before = f.pcie_replays, f.pcie_replays_before
-    if p.weak_pcie_replays == 0 or now is None or before is None or now < before:
-        return None
-    if now - before < p.weak_pcie_replays:
-        return None
-    return SignalHit("pcie_replays_rising", "weak",
-                     f"PCIe replays +{now - before} in the last {p.growth_window_hours}h "
-                     f"(>= {p.weak_pcie_replays})",
-                     (("pcie_replays_before", before), ("pcie_replays", now)))
+    return _rising("pcie_replays_rising", "PCIe replays", f.pcie_replays,
+                   f.pcie_replays_before, p.weak_pcie_replays, p)
+
+
+def _nvlink_rising(f: CardFeatures, p: RuleParams) -> SignalHit | None:
+    return _rising("nvlink_errors_rising", "NVLink errors", f.nvlink_errors,
+                   f.nvlink_errors_before, p.weak_nvlink_errors, p)
 
 
 # The weak layer: read only when the rule's weak_gate is not "none"; never fires alone.
@@ -68,4 +79,5 @@ WEAK_SIGNALS: tuple[Signal, ...] = (
     Signal("thermal_slowdown", "weak", _thermal_slowdown),
     Signal("pcie_link_degraded", "weak", _link_degraded),
     Signal("pcie_replays_rising", "weak", _replays_rising),
+    Signal("nvlink_errors_rising", "weak", _nvlink_rising),
 )

@@ -23,11 +23,14 @@ Details beyond memory (docs/rules.md, *The weak layer*), ``ours`` only: the PCIe
 (``gpu_health_clock_slowdown_seconds_total`` by ``reason``, seconds stored as whole
 microseconds; the other reasons' series are not read), the fabric state (the state set
 ``gpu_health_fabric_state{state}``) and status (``gpu_health_fabric_status_success``), and
-the PCIe replays since reset (``gpu_health_pcie_replays_total``). Of these, dcgm-exporter's
-default list holds the replays only (``DCGM_FI_DEV_PCIE_REPLAY_COUNTER``, read by ``dcgm``;
-its ``DCGM_FI_DEV_THERMAL_VIOLATION``, commented out there, counts every thermal throttling
-without the hardware/software split); nvidia_gpu_exporter's holds none, so ``nvidia_smi``
-reads none.
+the PCIe replays since reset (``gpu_health_pcie_replays_total``) and the card's NVLink error
+total (``gpu_health_nvlink_card_errors_total``). Of these, dcgm-exporter's default list holds
+the replays only (``DCGM_FI_DEV_PCIE_REPLAY_COUNTER``, read by ``dcgm``; its
+``DCGM_FI_DEV_THERMAL_VIOLATION``, commented out there, counts every thermal throttling
+without the hardware/software split, and its four NVLink error totals, commented out too, split
+the CRC errors into flit and data where nvidia-smi prints one count whose relation to those two
+no published source states, so their sum might not be the same total); nvidia_gpu_exporter's
+holds none, so ``nvidia_smi`` reads none.
 
 Identity:
 
@@ -73,6 +76,7 @@ from gpu_health.contract import (
     FABRIC_STATES,
     METRIC_NAMES,
     METRIC_PREFIX,
+    NVLINK_CARD_METRIC,
     PCIE_REPLAYS_METRIC,
     SLOWDOWN_METRIC,
     STORED_SLOWDOWNS,
@@ -172,6 +176,7 @@ OURS: Final = MetricSet("ours", {k: (METRIC_NAMES[k],) for k in COUNTER_KEYS}, (
     "fabric_state": DetailSeries(FABRIC_STATE_METRIC, "state", states=FABRIC_STATES),
     "fabric_status_success": DetailSeries(FABRIC_OK_METRIC),
     "pcie_replays": DetailSeries(PCIE_REPLAYS_METRIC),
+    "nvlink_errors": DetailSeries(NVLINK_CARD_METRIC),
 })
 DCGM: Final = MetricSet("dcgm", {
     "ecc_uncorrected_total": ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",),

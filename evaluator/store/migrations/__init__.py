@@ -20,6 +20,7 @@ from gpu_health.evaluator.store.migrations import (
     m008_remediation,
     m013_card_health,
     m014_pcie_replays,
+    m015_nvlink_errors,
 )
 from gpu_health.evaluator.store.migrations.common import Migration, Only
 
@@ -32,4 +33,5 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     *m008_remediation.MIGRATIONS,
     *m013_card_health.MIGRATIONS,
     *m014_pcie_replays.MIGRATIONS,
+    *m015_nvlink_errors.MIGRATIONS,
 )

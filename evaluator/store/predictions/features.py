@@ -174,7 +174,7 @@ def row_to_features(row: Sequence[Any], source: str, params: RuleParams) -> Card
     at, node_id, gpu_index, gpu_uuid, t0, n_corr, *rest = row
     n_offsets = params.consecutive_windows + 2
     corr, (unc0, fail0, pend0, pend1, ret0, ret1) = rest[:n_offsets], rest[n_offsets:n_offsets + 6]
-    hw0, hw1, sw0, sw1, width, width_max, rep0, rep1 = (
+    hw0, hw1, sw0, sw1, width, width_max, rep0, rep1, nvl0, nvl1 = (
         [_int(v) for v in rest[n_offsets + 6:]] or [None] * len(WEAK_PIVOTS))
     return CardFeatures(
         node_id=str(node_id),
@@ -200,4 +200,6 @@ def row_to_features(row: Sequence[Any], source: str, params: RuleParams) -> Card
         pcie_link_width_max=width_max,
         pcie_replays=rep0,
         pcie_replays_before=rep1,
+        nvlink_errors=nvl0,
+        nvlink_errors_before=nvl1,
     )

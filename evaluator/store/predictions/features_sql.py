@@ -30,9 +30,12 @@ _WEAK: Final[dict[str, str]] = {
     "lw": "pcie_link_width",
     "lwm": "pcie_link_width_max",
     "rep": "pcie_replays",
+    "nvl": "nvlink_errors",
 }
-# after the others: thermal slowdown at t0 and t0 - g, the link at t0, replays at t0 and t0 - g
-WEAK_PIVOTS: Final = ("hwt_0", "hwt_1", "swt_0", "swt_1", "lw_0", "lwm_0", "rep_0", "rep_1")
+# after the others: thermal slowdown at t0 and t0 - g, the link at t0, replays and NVLink errors
+# at t0 and t0 - g
+WEAK_PIVOTS: Final = ("hwt_0", "hwt_1", "swt_0", "swt_1", "lw_0", "lwm_0", "rep_0", "rep_1",
+                      "nvl_0", "nvl_1")
 
 
 def _needed(params: RuleParams) -> dict[str, str]:

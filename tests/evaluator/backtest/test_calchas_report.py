@@ -16,7 +16,8 @@ backtest file's feature statement went from 96 to 48 evaluation times (its memor
 ``replay.evaluated_ticks``, the ticks whose features were read, went from 2782 to 2248 (fewer
 read ahead and then passed over); nothing else moved. The weak layer added ``weak_gate``
 (``none``) and ``weak_slowdown_minutes`` (60) to the version's ``params``; the only keys that
-moved. The PCIe replay signal added ``weak_pcie_replays`` (0); the only key that moved.
+moved. The PCIe replay signal added ``weak_pcie_replays`` (0); the only key that moved. The
+NVLink error signal added ``weak_nvlink_errors`` (0); the only key that moved.
 """
 
 from __future__ import annotations

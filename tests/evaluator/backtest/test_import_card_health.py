@@ -47,6 +47,9 @@ def _lines() -> list[dict[str, Any]]:
          [0.75 * k for k in range(STEPS)]),  # every step: never a change the store sees
         ("gpu_health_fabric_status_success", {}, [1] * STEPS),
         ("gpu_health_pcie_replays_total", {}, [40 if k < 100 else 67 for k in range(STEPS)]),
+        ("gpu_health_nvlink_card_errors_total", {}, [0 if k < 110 else 5 for k in range(STEPS)]),
+        ("gpu_health_nvlink_errors_total", {"link": "2", "counter": "crc"},  # read, not kept
+         [0 if k < 110 else 5 for k in range(STEPS)]),
         *(("gpu_health_fabric_state", {"state": state},
            [int(state == ("in_progress" if k < 10 else "completed")) for k in range(STEPS)])
           for state in ("not_supported", "not_started", "in_progress", "completed")),
@@ -69,17 +72,19 @@ def test_details_are_imported_as_the_live_write_rule_stores_them(vm: str,
     rows = [(from_naive_utc(r[0]), *r[1:]) for r in db.fetchall(
         "SELECT sampled_at, ecc_corrected_total, pcie_link_width, pcie_link_width_max, "
         "hw_thermal_slowdown_us, sw_thermal_slowdown_us, fabric_status_success, fabric_state, "
-        "pcie_replays FROM gpu_health_samples ORDER BY 1")]
+        "pcie_replays, nvlink_errors FROM gpu_health_samples ORDER BY 1")]
     db.close()
     steps = [int((at - T0) / STEP) for at, *_ in rows]
-    # a row at the first reading, at every change (each hot minute, the link's drop) and
-    # a keep-alive row every 5 minutes in between
-    assert steps[0] == 0 and set(range(31, 61)) <= set(steps) and {10, 90, 100} <= set(steps)
+    # a row at the first reading, at every change (each hot minute, the link's drop, the
+    # NVLink errors) and a keep-alive row every 5 minutes in between
+    assert steps[0] == 0 and set(range(31, 61)) <= set(steps)
+    assert {10, 90, 100, 110} <= set(steps)
     assert 0 < len([s for s in steps if s < 30]) <= 7
-    for (_, corrected, width, width_max, hw, sw, fabric, state, replays), k in zip(
+    for (_, corrected, width, width_max, hw, sw, fabric, state, replays, nvlink), k in zip(
             rows, steps, strict=True):
         assert (corrected, width_max, fabric) == (3, 16, 1)
         assert replays == (40 if k < 100 else 67)
+        assert nvlink == (0 if k < 110 else 5)
         assert state == (2 if k < 10 else 3)  # in_progress, then completed (FABRIC_STATES)
         assert width == (16 if k < 90 else 8)
         assert hw == round(hw_thermal(k) * 1e6)  # 45.5 s a hot minute, in microseconds

@@ -35,14 +35,18 @@ def test_every_stored_signal_is_parsed() -> None:
             + slowdown("hw_power_brake_slowdown", "1.5e-05") + fabric("completed")
             + f"gpu_health_fabric_status_success{{{LABELS}}} 0\n"
             + f"gpu_health_pcie_replays_total{{{LABELS}}} 67\n"
-            + f"gpu_health_pcie_replay_rollovers_total{{{LABELS}}} 0\n")
+            + f"gpu_health_pcie_replay_rollovers_total{{{LABELS}}} 0\n"
+            + f'gpu_health_nvlink_errors_total{{{LABELS},link="3",counter="crc"}} 12\n'
+            + f"gpu_health_nvlink_card_errors_total{{{LABELS}}} 12\n"
+            + 'gpu_health_nvswitch_sxid_errors_total{nvswitch="0",pci_bus_id="0000:05:00",'
+            'sxid="20034",severity="fatal"} 1\n')
     extraction = parse_cards(text)
     (card,) = extraction.cards
     assert card.details == CardDetails(
         pcie_link_width=8, pcie_link_width_max=16, sw_thermal_slowdown_us=0,
         hw_thermal_slowdown_us=3_600_000_001, hw_power_brake_slowdown_us=15,
         fabric_state=FABRIC_STATES.index("completed"), fabric_status_success=0,
-        pcie_replays=67)  # the rollovers are read and not kept
+        pcie_replays=67, nvlink_errors=12)  # the rollovers, each link, SXids: not kept
     assert extraction.ignored_series == {} and extraction.unknown_values == {}
 
 

@@ -125,6 +125,7 @@ def test_a_duplicated_recovery_series_makes_the_action_unknown() -> None:
     (CardDetails(hw_thermal_slowdown_us=0),  # beyond memory (migration 13)
      CardDetails(hw_thermal_slowdown_us=60_000_000, pcie_link_width=8)),
     (CardDetails(pcie_replays=40), CardDetails(pcie_replays=41)),  # migration 14
+    (CardDetails(nvlink_errors=0), CardDetails(nvlink_errors=3)),  # migration 15
 ])
 def test_a_detail_alone_is_a_change_and_is_stored(tmp_path: Path, before: CardDetails,
                                                   after: CardDetails) -> None:

@@ -275,8 +275,9 @@ def test_shards_on_postgresql_give_the_one_statement_result(request: pytest.Fixt
 
 def test_the_weak_layer_is_read_at_t0_and_a_window_before_only_for_a_rule_that_reads_it(
         new_db: NewDb) -> None:
-    """Thermal slowdown and PCIe replays at t0 and t0 - g, the link at t0, from the same
-    boundary rows as the counters (same UUID, at most max_age old; unknown stays unknown)."""
+    """Thermal slowdown, PCIe replays and NVLink errors at t0 and t0 - g, the link at t0, from
+    the same boundary rows as the counters (same UUID, at most max_age old; unknown stays
+    unknown)."""
     db = new_db()
     rows = []
     for i in range(10 * 48 + 1):  # every 30 minutes for 10 days; heat from day 9 on
@@ -284,7 +285,7 @@ def test_the_weak_layer_is_read_at_t0_and_a_window_before_only_for_a_rule_that_r
         rows.append(Sample(CardKey("n1", 0), "GPU-a", at(t), Counters(0, 5), CardDetails(
             hw_thermal_slowdown_us=int(max(0.0, t - 9) * 86_400e6),
             pcie_link_width=8 if t >= 9.5 else 16, pcie_link_width_max=16,
-            pcie_replays=40 + max(0, i - 400) * 25)))
+            pcie_replays=40 + max(0, i - 400) * 25, nvlink_errors=max(0, i - 450))))
     insert_samples(db, rows)
     weak = params(weak_gate="evidence")
     (f,) = card_features(db, [at(10)], "real", weak)
@@ -292,6 +293,7 @@ def test_the_weak_layer_is_read_at_t0_and_a_window_before_only_for_a_rule_that_r
     assert (f.sw_thermal_slowdown_us, f.sw_thermal_slowdown_us_before) == (None, None)
     assert (f.pcie_link_width, f.pcie_link_width_max) == (8, 16)
     assert (f.pcie_replays, f.pcie_replays_before) == (40 + 80 * 25, 40 + 32 * 25)
+    assert (f.nvlink_errors, f.nvlink_errors_before) == (30, 0)
     assert f.corrected == one(db, 10).corrected  # the counters as a rule without it reads them
     (plain,) = card_features(db, [at(10)], "real", PARAMS)
     assert (plain.hw_thermal_slowdown_us, plain.pcie_link_width) == (None, None)  # not read
