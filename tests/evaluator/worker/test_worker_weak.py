@@ -6,9 +6,12 @@ heat, which v4 does not read, and for v6-ecc-weak-links with NVLink errors, whic
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 from gpu_health.evaluator.model import CardDetails
 from gpu_health.evaluator.store import Database
@@ -18,23 +21,35 @@ from tests.shared import REPO
 
 V4_FILE = REPO / "rules" / "v4-ecc-weak.yaml"
 HOUR_US = 3600 * 10**6
+SINCE = NOW - timedelta(hours=6)
+Build = Callable[[Path, str], Database]
+COOL = {"hw_thermal_slowdown_us": 0, "sw_thermal_slowdown_us": 0, "pcie_link_width": 16,
+        "pcie_link_width_max": 16}
 
 
-def heated(tmp_path: Path, name: str) -> Database:
-    """Two ramping cards; GPU 1 had two hours of hardware thermal slowdown, from 6 h before t0
-    to 4 h before it; both links at x16 of x16."""
+def ramping_pair(tmp_path: Path, name: str,
+                 details: Callable[[int, timedelta], CardDetails]) -> Database:
+    """Two cards whose correctable counts ramp the same way; ``details(gpu, elapsed)`` gives
+    each row's details, ``elapsed`` the time since 6 hours before t0 (negative before)."""
     db = open_db(tmp_path, f"{name}.duckdb")
     for gpu in (0, 1):
         rows = series("n1", gpu, f"GPU-{gpu}", start=0, end=NOW_DAYS, every_minutes=10,
                       corrected=ramp, uncorrected=const(0))
-        heat = [min(2 * HOUR_US, max(0, int((s.sampled_at - (NOW - timedelta(hours=6)))
-                                            / timedelta(microseconds=1))))
-                if gpu == 1 else 0 for s in rows]
-        load(db, [replace(s, details=CardDetails(hw_thermal_slowdown_us=h,
-                                                 sw_thermal_slowdown_us=0, pcie_link_width=16,
-                                                 pcie_link_width_max=16))
-                  for s, h in zip(rows, heat, strict=True)])
+        load(db, [replace(s, details=details(gpu, s.sampled_at - SINCE)) for s in rows])
     return db
+
+
+def grown(gpu: int, elapsed: timedelta, unit: timedelta, most: int) -> int:
+    """GPU 1's count: one per ``unit`` since 6 hours before t0, at most ``most``; GPU 0's 0."""
+    return min(most, max(0, int(elapsed / unit))) if gpu == 1 else 0
+
+
+def heated(tmp_path: Path, name: str) -> Database:
+    """GPU 1 had two hours of hardware thermal slowdown, from 6 h before t0 to 4 h before it;
+    both links at x16 of x16."""
+    return ramping_pair(tmp_path, name, lambda gpu, elapsed: CardDetails(**{
+        **COOL, "hw_thermal_slowdown_us": grown(gpu, elapsed, timedelta(microseconds=1),
+                                                2 * HOUR_US)}))
 
 
 def test_v4_names_the_heat_and_require_predicts_only_the_hot_card(tmp_path: Path) -> None:
@@ -51,60 +66,35 @@ V5_FILE = REPO / "rules" / "v5-ecc-weak-pcie.yaml"
 
 
 def replaying(tmp_path: Path, name: str) -> Database:
-    """Two ramping cards, cool and at x16 of x16; GPU 1's link resent 2,000 PCIe transactions
-    in the 6 hours before t0, GPU 0's none since its 40 of before."""
-    db = open_db(tmp_path, f"{name}.duckdb")
-    for gpu in (0, 1):
-        rows = series("n1", gpu, f"GPU-{gpu}", start=0, end=NOW_DAYS, every_minutes=10,
-                      corrected=ramp, uncorrected=const(0))
-        start = NOW - timedelta(hours=6)
-        replays = [40 + (min(2000, max(0, int((s.sampled_at - start) / timedelta(seconds=10))))
-                         if gpu == 1 else 0) for s in rows]
-        load(db, [replace(s, details=CardDetails(hw_thermal_slowdown_us=0,
-                                                 sw_thermal_slowdown_us=0, pcie_link_width=16,
-                                                 pcie_link_width_max=16, pcie_replays=r))
-                  for s, r in zip(rows, replays, strict=True)])
-    return db
-
-
-def test_v5_names_the_replays_v4_does_not_and_require_predicts_only_that_card(
-        tmp_path: Path) -> None:
-    v4 = predicted(tmp_path, ruleset(V4_FILE), replaying)
-    assert set(v4) == {0, 1} and "[weak]" not in v4[0] + v4[1]  # v4 does not read them
-    v5 = predicted(tmp_path, ruleset(V5_FILE), replaying)
-    assert set(v5) == {0, 1} and "[weak]" not in v5[0]
-    assert "[weak] pcie_replays_rising: PCIe replays +2000 in the last 24h (>= 1000)" in v5[1]
-    required = predicted(tmp_path, ruleset(V5_FILE, weak_gate="require"), replaying)
-    assert set(required) == {1}
+    """Cool cards at x16 of x16; GPU 1's link resent 2,000 PCIe transactions in the 6 hours
+    before t0, GPU 0's none since its 40 of before."""
+    return ramping_pair(tmp_path, name, lambda gpu, elapsed: CardDetails(
+        **COOL, pcie_replays=40 + grown(gpu, elapsed, timedelta(seconds=10), 2000)))
 
 
 V6_FILE = REPO / "rules" / "v6-ecc-weak-links.yaml"
 
 
 def erring(tmp_path: Path, name: str) -> Database:
-    """Two ramping cards, cool, x16 of x16 and quiet on PCIe; GPU 1's NVLink links logged 12
-    errors in the 6 hours before t0, GPU 0's none."""
-    db = open_db(tmp_path, f"{name}.duckdb")
-    for gpu in (0, 1):
-        rows = series("n1", gpu, f"GPU-{gpu}", start=0, end=NOW_DAYS, every_minutes=10,
-                      corrected=ramp, uncorrected=const(0))
-        start = NOW - timedelta(hours=6)
-        errors = [min(12, max(0, int((s.sampled_at - start) / timedelta(minutes=30))))
-                  if gpu == 1 else 0 for s in rows]
-        load(db, [replace(s, details=CardDetails(hw_thermal_slowdown_us=0,
-                                                 sw_thermal_slowdown_us=0, pcie_link_width=16,
-                                                 pcie_link_width_max=16, pcie_replays=40,
-                                                 nvlink_errors=e))
-                  for s, e in zip(rows, errors, strict=True)])
-    return db
+    """Cool cards, x16 of x16 and quiet on PCIe; GPU 1's NVLink links logged 12 errors in the 6
+    hours before t0, GPU 0's none."""
+    return ramping_pair(tmp_path, name, lambda gpu, elapsed: CardDetails(
+        **COOL, pcie_replays=40,
+        nvlink_errors=grown(gpu, elapsed, timedelta(minutes=30), 12)))
 
 
-def test_v6_names_the_nvlink_errors_v5_does_not_and_require_predicts_only_that_card(
-        tmp_path: Path) -> None:
-    v5 = predicted(tmp_path, ruleset(V5_FILE), erring)
-    assert set(v5) == {0, 1} and "[weak]" not in v5[0] + v5[1]  # v5 does not read them
-    v6 = predicted(tmp_path, ruleset(V6_FILE), erring)
-    assert set(v6) == {0, 1} and "[weak]" not in v6[0]
-    assert "[weak] nvlink_errors_rising: NVLink errors +12 in the last 24h (>= 1)" in v6[1]
-    required = predicted(tmp_path, ruleset(V6_FILE, weak_gate="require"), erring)
+@pytest.mark.parametrize("older, newer, build, evidence", [
+    (V4_FILE, V5_FILE, replaying,
+     "[weak] pcie_replays_rising: PCIe replays +2000 in the last 24h (>= 1000)"),
+    (V5_FILE, V6_FILE, erring,
+     "[weak] nvlink_errors_rising: NVLink errors +12 in the last 24h (>= 1)"),
+])
+def test_the_newer_version_names_its_signal_the_older_does_not_and_require_predicts_one_card(
+        tmp_path: Path, older: Path, newer: Path, build: Build, evidence: str) -> None:
+    before = predicted(tmp_path, ruleset(older), build)
+    assert set(before) == {0, 1} and "[weak]" not in before[0] + before[1]  # not read
+    after = predicted(tmp_path, ruleset(newer), build)
+    assert set(after) == {0, 1} and "[weak]" not in after[0]
+    assert evidence in after[1]
+    required = predicted(tmp_path, ruleset(newer, weak_gate="require"), build)
     assert set(required) == {1}
