@@ -2,6 +2,7 @@
 
     python bench/ingest.py            # 2,000 targets x 8 GPUs (16,000 cards)
     python bench/ingest.py --quick    # 100 targets x 8 GPUs
+    python bench/ingest.py --quick --nvlink   # each card also with 18 NVLink links' errors
 
 The stand-in exporters are one aiohttp server in a separate process (``/t/<i>/metrics``, gzip,
 about 100 lines per target like the real exporter), so this process measures the evaluator
@@ -11,7 +12,9 @@ sized to the fleet; the same with every answer parsed in full (no parse memo: th
 the same run); steady cycles with a 4,096-entry cache, smaller than the fleet (misses every
 cycle, one batched SELECT; the default fits 100,000 cards). Between steady cycles 1% of the
 cards change one counter (plus one cycle where nothing changed: zero statements). Targets:
-steady < 10 s, cold < 5 s for 2,000 x 8.
+steady < 10 s, cold < 5 s for 2,000 x 8. ``--nvlink`` adds what an NVLink card exports beside
+(``gpu_health_nvlink_errors_total`` for 18 links x 3 counters, and the card's total): run it
+and the plain fleet to compare.
 """
 
 from __future__ import annotations
@@ -34,7 +37,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.loopback import FullParse, run_server
 from gpu_health.clock import system_clock
-from gpu_health.contract import COUNTER_KEYS, METRIC_NAMES, METRIC_TYPES
+from gpu_health.contract import (
+    COUNTER_KEYS,
+    METRIC_NAMES,
+    METRIC_TYPES,
+    NVLINK_CARD_METRIC,
+    NVLINK_COUNTERS,
+    NVLINK_ERRORS_METRIC,
+)
 from gpu_health.evaluator.config.targets import Target
 from gpu_health.evaluator.ingest.cards import parse_cards
 from gpu_health.evaluator.ingest.cycle import CycleReport, Ingestor
@@ -62,8 +72,9 @@ _EXTRA = "".join(
 ) + "".join(f"process_metric_{i} {i}.5\n" for i in range(30))
 
 
-def render(target: int, gpus: int, generation: dict[tuple[int, int], int]) -> bytes:
-    lines: list[str] = []
+def render(target: int, gpus: int, generation: dict[tuple[int, int], int],
+           nvlink: bool = False) -> bytes:
+    lines: list[str] = [] if not nvlink else nvlink_lines(target, gpus)
     for key in COUNTER_KEYS:
         name = METRIC_NAMES[key]
         lines.append(f"# HELP {name} {key}\n# TYPE {name} {METRIC_TYPES[key]}\n")
@@ -79,10 +90,24 @@ def render(target: int, gpus: int, generation: dict[tuple[int, int], int]) -> by
     return gzip.compress(("".join(lines) + _EXTRA).encode(), compresslevel=1)
 
 
-def serve(port_queue: Queue[int], targets: int, gpus: int) -> None:
+def nvlink_lines(target: int, gpus: int) -> list[str]:
+    """Each card's 18 links x 3 NVLink error counters and its total, all 0."""
+    lines = [f"# HELP {NVLINK_ERRORS_METRIC} NVLink errors.\n"
+             f"# TYPE {NVLINK_ERRORS_METRIC} counter\n"]
+    for gpu in range(gpus):
+        card = f'gpu="{gpu}",uuid="GPU-{target:05d}-{gpu}",vendor="nvidia"'
+        lines += [f'{NVLINK_ERRORS_METRIC}{{{card},link="{link}",counter="{counter}"}} 0.0\n'
+                  for link in range(18) for counter in NVLINK_COUNTERS]
+    lines.append(f"# HELP {NVLINK_CARD_METRIC} Total.\n# TYPE {NVLINK_CARD_METRIC} counter\n")
+    lines += [f'{NVLINK_CARD_METRIC}{{gpu="{g}",uuid="GPU-{target:05d}-{g}",vendor="nvidia"}}'
+              " 0.0\n" for g in range(gpus)]
+    return lines
+
+
+def serve(port_queue: Queue[int], targets: int, gpus: int, nvlink: bool = False) -> None:
     """The stand-in fleet (runs in its own process)."""
     generation: dict[tuple[int, int], int] = {}
-    bodies = [render(t, gpus, generation) for t in range(targets)]
+    bodies = [render(t, gpus, generation, nvlink) for t in range(targets)]
     rng = random.Random(1)
 
     async def metrics(request: web.Request) -> web.Response:
@@ -96,7 +121,7 @@ def serve(port_queue: Queue[int], targets: int, gpus: int) -> None:
         for card in chosen:
             generation[card] = generation.get(card, 0) + 1
         for t in {t for t, _ in chosen}:
-            bodies[t] = render(t, gpus, generation)
+            bodies[t] = render(t, gpus, generation, nvlink)
         return web.json_response({"changed": len(chosen)})
 
     run_server(port_queue, {"/t/{i}/metrics": metrics, "/bump": bump})
@@ -221,15 +246,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=3, help="steady cycles per phase")
     parser.add_argument("--changed", type=float, default=0.01,
                         help="fraction of cards changing between cycles")
+    parser.add_argument("--nvlink", action="store_true",
+                        help="each card also exports 18 NVLink links' error counters")
     args = parser.parse_args(argv)
     targets = args.targets or (100 if args.quick else 2000)
     ctx = multiprocessing.get_context("spawn")
     port_queue: Queue[int] = ctx.Queue()
-    server = ctx.Process(target=serve, args=(port_queue, targets, args.gpus), daemon=True)
+    server = ctx.Process(target=serve, args=(port_queue, targets, args.gpus, args.nvlink),
+                         daemon=True)
     server.start()
     try:
         port = port_queue.get(timeout=120)
-        print(f"fleet: {targets} targets x {args.gpus} GPUs = {targets * args.gpus} cards, "
+        print(f"fleet: {targets} targets x {args.gpus} GPUs = {targets * args.gpus} cards"
+              f"{' with NVLink' if args.nvlink else ''}, "
               f"served by pid {server.pid}; evaluator pid {multiprocessing.current_process().pid}")
         rows = asyncio.run(bench(port, targets, args.gpus, args.cycles, args.changed))
     finally:

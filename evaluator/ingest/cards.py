@@ -23,8 +23,8 @@ Applies the contract in ``gpu_health.contract``:
   (``STORED_SLOWDOWNS``) in whole microseconds (the driver's unit; the exporter divides by
   10**6); the other reasons are read and left out, a series without a known reason counts as
   ``bad_reason_label``;
-- each NVLink link's errors and the NVSwitch SXids are skipped unparsed (``SKIPPED_METRICS``:
-  the card's NVLink total is read instead; an SXid names a switch, not a card);
+- each NVLink link's errors are read and left out (the card's total is stored); the NVSwitch
+  SXids are skipped unparsed (``SKIPPED_METRICS``: an SXid names a switch, not a card);
 - other ``gpu_health_*`` series (not the exporter's ``gpu_health_exporter_*`` self-metrics)
   are contract series this evaluator does not know, e.g. from a newer exporter: they are
   ignored and counted as ``unknown_metric``.
