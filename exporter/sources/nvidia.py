@@ -65,7 +65,7 @@ class NvidiaSource(VendorSource):
         self.probe_ttl = probe_ttl
         self._probe: _Probe | None = None
         self._rejected: frozenset[str] = frozenset()
-        self._nvlink_paused_until: datetime | None = None
+        self._nvlink_failed_at: datetime | None = None
 
     def collect(self, now: datetime) -> ParsedOutput:
         started = time.monotonic()
@@ -98,8 +98,8 @@ class NvidiaSource(VendorSource):
     def _add_nvlink(self, output: ParsedOutput, now: datetime, left_s: float) -> ParsedOutput:
         """The readings with ``nvlink -e``'s counters; on a failure unchanged but for the
         failure, and the read paused until the next probe is due."""
-        paused = self._nvlink_paused_until
-        if paused is not None and now < paused:
+        failed = self._nvlink_failed_at  # as the probe's age: a clock stepped back ends the pause
+        if failed is not None and timedelta(0) <= now - failed < self.probe_ttl:
             return output
         if left_s <= 0:  # the commands before took the time: no sign against nvlink -e
             return replace(output, failures=(*output.failures, Failure(
@@ -110,12 +110,12 @@ class NvidiaSource(VendorSource):
                                    timeout_s=left_s).require_success()
             cards = nvidia_nvlink.parse_nvlink_errors(text.stdout, reader)
         except (CollectError, ParseError) as exc:
-            self._nvlink_paused_until = now + self.probe_ttl
+            self._nvlink_failed_at = now
             log.info("nvidia-smi nvlink -e failed (%s); not asked again before %s",
-                     exc.reason, self._nvlink_paused_until.isoformat())
+                     exc.reason, (now + self.probe_ttl).isoformat())
             failure = Failure(exc.reason, f"nvidia-smi nvlink -e (NVLink errors): {exc}")
             return replace(output, failures=(*output.failures, failure))
-        self._nvlink_paused_until = None
+        self._nvlink_failed_at = None
         return replace(output, readings=nvidia_nvlink.with_nvlink(output.readings, cards),
                        anomalies=(*output.anomalies, *reader.anomalies))
 
