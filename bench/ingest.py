@@ -92,16 +92,13 @@ def render(target: int, gpus: int, generation: dict[tuple[int, int], int],
 
 def nvlink_lines(target: int, gpus: int) -> list[str]:
     """Each card's 18 links x 3 NVLink error counters and its total, all 0."""
+    cards = [f'gpu="{g}",uuid="GPU-{target:05d}-{g}",vendor="nvidia"' for g in range(gpus)]
     lines = [f"# HELP {NVLINK_ERRORS_METRIC} NVLink errors.\n"
              f"# TYPE {NVLINK_ERRORS_METRIC} counter\n"]
-    for gpu in range(gpus):
-        card = f'gpu="{gpu}",uuid="GPU-{target:05d}-{gpu}",vendor="nvidia"'
-        lines += [f'{NVLINK_ERRORS_METRIC}{{{card},link="{link}",counter="{counter}"}} 0.0\n'
-                  for link in range(18) for counter in NVLINK_COUNTERS]
+    lines += [f'{NVLINK_ERRORS_METRIC}{{{card},link="{link}",counter="{counter}"}} 0.0\n'
+              for card in cards for link in range(18) for counter in NVLINK_COUNTERS]
     lines.append(f"# HELP {NVLINK_CARD_METRIC} Total.\n# TYPE {NVLINK_CARD_METRIC} counter\n")
-    lines += [f'{NVLINK_CARD_METRIC}{{gpu="{g}",uuid="GPU-{target:05d}-{g}",vendor="nvidia"}}'
-              " 0.0\n" for g in range(gpus)]
-    return lines
+    return lines + [f"{NVLINK_CARD_METRIC}{{{card}}} 0.0\n" for card in cards]
 
 
 def serve(port_queue: Queue[int], targets: int, gpus: int, nvlink: bool = False) -> None:

@@ -141,8 +141,9 @@ def card_families(readings: Iterable[CardReading]) -> list[Metric]:
 
 
 def link_families(readings: Iterable[CardReading]) -> list[Metric]:
-    """The PCIe link and its replay counters, the clock slowdown time by reason and the fabric
-    registration of each card whose tool lists them; an unknown value has no sample."""
+    """The PCIe link and its replay counters, the clock slowdown time by reason, the fabric
+    registration and the NVLink errors of each card whose tool lists them; an unknown value has
+    no sample."""
     link = {key: GaugeMetricFamily(METRIC_PREFIX + key, help_text, labels=list(CARD_LABELS))
             for key, help_text in LINK_HELP.items()}
     slowdown = CounterMetricFamily(SLOWDOWN_METRIC, SLOWDOWN_HELP,
@@ -153,6 +154,9 @@ def link_families(readings: Iterable[CardReading]) -> list[Metric]:
     replays = CounterMetricFamily(PCIE_REPLAYS_METRIC, PCIE_REPLAYS_HELP, labels=list(CARD_LABELS))
     rollovers = CounterMetricFamily(PCIE_ROLLOVERS_METRIC, PCIE_ROLLOVERS_HELP,
                                     labels=list(CARD_LABELS))
+    per_link = CounterMetricFamily(NVLINK_ERRORS_METRIC, NVLINK_ERRORS_HELP,
+                                   labels=[*CARD_LABELS, "link", "counter"])
+    per_card = CounterMetricFamily(NVLINK_CARD_METRIC, NVLINK_CARD_HELP, labels=list(CARD_LABELS))
     for reading in readings:
         labels = [str(reading.gpu), reading.uuid or "", reading.vendor]
         for key, value in reading.pcie.items():
@@ -167,23 +171,19 @@ def link_families(readings: Iterable[CardReading]) -> list[Metric]:
             replays.add_metric(labels, float(reading.pcie_replays))
         if reading.pcie_replay_rollovers is not None:
             rollovers.add_metric(labels, float(reading.pcie_replay_rollovers))
-    return [*link.values(), slowdown, state, ok, replays, rollovers, *nvlink_families(readings)]
+        _add_nvlink(per_link, per_card, labels, reading)
+    return [*link.values(), slowdown, state, ok, replays, rollovers, per_link, per_card]
 
 
-def nvlink_families(readings: Iterable[CardReading]) -> list[Metric]:
-    """Each NVLink link's error counters, and the card's total, where the tool listed them."""
-    per_link = CounterMetricFamily(NVLINK_ERRORS_METRIC, NVLINK_ERRORS_HELP,
-                                   labels=[*CARD_LABELS, "link", "counter"])
-    per_card = CounterMetricFamily(NVLINK_CARD_METRIC, NVLINK_CARD_HELP, labels=list(CARD_LABELS))
-    for reading in readings:
-        labels = [str(reading.gpu), reading.uuid or "", reading.vendor]
-        for (link, counter), value in sorted(reading.nvlink_errors.items()):
-            if value is not None:
-                per_link.add_metric([*labels, str(link), counter], float(value))
-        total = nvlink_total(reading.nvlink_errors)
-        if total is not None:
-            per_card.add_metric(labels, float(total))
-    return [per_link, per_card]
+def _add_nvlink(per_link: CounterMetricFamily, per_card: CounterMetricFamily,
+                labels: list[str], reading: CardReading) -> None:
+    """The card's NVLink error counters per link, and their total, where the tool listed them."""
+    for (link, counter), value in sorted(reading.nvlink_errors.items()):
+        if value is not None:
+            per_link.add_metric([*labels, str(link), counter], float(value))
+    total = nvlink_total(reading.nvlink_errors)
+    if total is not None:
+        per_card.add_metric(labels, float(total))
 
 
 def _add_state_set(family: GaugeMetricFamily, labels: list[str], states: Sequence[str],

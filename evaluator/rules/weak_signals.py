@@ -51,27 +51,26 @@ def _link_degraded(f: CardFeatures, p: RuleParams) -> SignalHit | None:
                      (("pcie_link_width", width), ("pcie_link_width_max", most)))
 
 
-def _rising(name: str, what: str, now: int | None, before: int | None, need: int,
+def _rising(key: str, what: str, now: int | None, before: int | None, need: int,
             p: RuleParams) -> SignalHit | None:
-    """A count added over the last growth window, at least ``need`` (0: off). A count that
-    went down was reset (a GPU reset, a driver reload, ``nvidia-smi nvlink -r``) within the
-    window: what it added since is unknown, so no hit."""
+    """Signal ``<key>_rising``: the count ``key`` added over the last growth window, at least
+    ``need`` (0: off). A count that went down was reset (a GPU reset, a driver reload,
+    ``nvidia-smi nvlink -r``) within the window: what it added since is unknown, so no hit."""
     if need == 0 or now is None or before is None or now < before or now - before < need:
         return None
-    key = {"pcie_replays_rising": "pcie_replays", "nvlink_errors_rising": "nvlink_errors"}[name]
-    return SignalHit(name, "weak",
+    return SignalHit(key + "_rising", "weak",
                      f"{what} +{now - before} in the last {p.growth_window_hours}h (>= {need})",
                      ((key + "_before", before), (key, now)))
 
 
 def _replays_rising(f: CardFeatures, p: RuleParams) -> SignalHit | None:
-    return _rising("pcie_replays_rising", "PCIe replays", f.pcie_replays,
-                   f.pcie_replays_before, p.weak_pcie_replays, p)
+    return _rising("pcie_replays", "PCIe replays", f.pcie_replays, f.pcie_replays_before,
+                   p.weak_pcie_replays, p)
 
 
 def _nvlink_rising(f: CardFeatures, p: RuleParams) -> SignalHit | None:
-    return _rising("nvlink_errors_rising", "NVLink errors", f.nvlink_errors,
-                   f.nvlink_errors_before, p.weak_nvlink_errors, p)
+    return _rising("nvlink_errors", "NVLink errors", f.nvlink_errors, f.nvlink_errors_before,
+                   p.weak_nvlink_errors, p)
 
 
 # The weak layer: read only when the rule's weak_gate is not "none"; never fires alone.

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -37,7 +37,7 @@ from gpu_health.runner import ToolRunner
 
 from ..parsers import nvidia, nvidia_nvlink, nvidia_q
 from ..parsers.cells import CellReader
-from ..tool_output import Failure, ParsedOutput
+from ..tool_output import CardReading, Failure, ParsedOutput
 from .base import COMMON_ERROR_REASONS, VendorSource
 
 log = logging.getLogger(__name__)
@@ -81,43 +81,46 @@ class NvidiaSource(VendorSource):
         return self._add_nvlink(output, now, self.runner.timeout_s - (time.monotonic() - started))
 
     def _add_replays(self, output: ParsedOutput, left_s: float) -> ParsedOutput:
-        """The readings with ``-q``'s replay counters; unchanged but for one failure when
-        ``-q`` fails, times out or prints what is not its answer."""
-        reader = CellReader()
-        try:
-            if left_s <= 0:
-                raise CollectError("no time left for nvidia-smi -q", reason="timeout")
-            text = self.runner.run(self.binary, ("-q",), timeout_s=left_s).require_success()
-            cards = nvidia_q.parse_replays(text.stdout, reader)
-        except (CollectError, ParseError) as exc:
-            failure = Failure(exc.reason, f"nvidia-smi -q (PCIe replays): {exc}")
-            return replace(output, failures=(*output.failures, failure))
-        return replace(output, readings=nvidia_q.with_replays(output.readings, cards),
-                       anomalies=(*output.anomalies, *reader.anomalies))
+        """The readings with ``-q``'s replay counters."""
+        return self._follow_up(output, ("-q",), "PCIe replays", left_s, lambda cards, text, r: (
+            nvidia_q.with_replays(cards, nvidia_q.parse_replays(text, r))))[0]
 
     def _add_nvlink(self, output: ParsedOutput, now: datetime, left_s: float) -> ParsedOutput:
-        """The readings with ``nvlink -e``'s counters; on a failure unchanged but for the
-        failure, and the read paused until the next probe is due."""
+        """The readings with ``nvlink -e``'s counters. A failure of the command itself (not
+        the time the commands before took) pauses the read until the next probe is due."""
         failed = self._nvlink_failed_at  # as the probe's age: a clock stepped back ends the pause
         if failed is not None and timedelta(0) <= now - failed < self.probe_ttl:
             return output
-        if left_s <= 0:  # the commands before took the time: no sign against nvlink -e
-            return replace(output, failures=(*output.failures, Failure(
-                "timeout", "no time left for nvidia-smi nvlink -e (NVLink errors)")))
-        reader = CellReader()
-        try:
-            text = self.runner.run(self.binary, ("nvlink", "-e"),
-                                   timeout_s=left_s).require_success()
-            cards = nvidia_nvlink.parse_nvlink_errors(text.stdout, reader)
-        except (CollectError, ParseError) as exc:
+        output, failure = self._follow_up(
+            output, ("nvlink", "-e"), "NVLink errors", left_s, lambda cards, text, r: (
+                nvidia_nvlink.with_nvlink(cards, nvidia_nvlink.parse_nvlink_errors(text, r))))
+        self._nvlink_failed_at = None
+        if failure is not None and left_s > 0:
             self._nvlink_failed_at = now
             log.info("nvidia-smi nvlink -e failed (%s); not asked again before %s",
-                     exc.reason, (now + self.probe_ttl).isoformat())
-            failure = Failure(exc.reason, f"nvidia-smi nvlink -e (NVLink errors): {exc}")
-            return replace(output, failures=(*output.failures, failure))
-        self._nvlink_failed_at = None
-        return replace(output, readings=nvidia_nvlink.with_nvlink(output.readings, cards),
-                       anomalies=(*output.anomalies, *reader.anomalies))
+                     failure, (now + self.probe_ttl).isoformat())
+        return output
+
+    def _follow_up(self, output: ParsedOutput, args: tuple[str, ...], what: str, left_s: float,
+                   read: Callable[[tuple[CardReading, ...], str, CellReader],
+                                  tuple[CardReading, ...]]
+                   ) -> tuple[ParsedOutput, str | None]:
+        """``output`` with what ``nvidia-smi <args>`` adds to its readings (``read``: the
+        readings and its text -> the readings), run under ``left_s``, and None; when it fails,
+        times out or prints what is not its answer, ``output`` unchanged but for one failure,
+        and its reason."""
+        command = "nvidia-smi " + " ".join(args)
+        reader = CellReader()
+        try:
+            if left_s <= 0:
+                raise CollectError(f"no time left for {command}", reason="timeout")
+            text = self.runner.run(self.binary, args, timeout_s=left_s).require_success()
+            readings = read(output.readings, text.stdout, reader)
+        except (CollectError, ParseError) as exc:
+            failure = Failure(exc.reason, f"{command} ({what}): {exc}")
+            return replace(output, failures=(*output.failures, failure)), exc.reason
+        return replace(output, readings=readings,
+                       anomalies=(*output.anomalies, *reader.anomalies)), None
 
     def extra_metrics(self) -> Iterable[Metric]:
         probe = self._probe
