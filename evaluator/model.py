@@ -139,3 +139,24 @@ class XidSample(NamedTuple):
     gpu_uuid: str | None
     sampled_at: datetime
     count: int  # type: ignore[assignment]  # the column's name; shadows tuple.count, unused
+
+
+class SxidKey(NamedTuple):
+    """One NVSwitch SXid series of a node: the switch as the kernel line names it (its number
+    and PCI id), the SXid and whether the driver called it fatal. A switch is not a card: the
+    key names the node and no GPU."""
+
+    node_id: str
+    source: str
+    nvswitch: int
+    pci_bus_id: str
+    sxid: int
+    fatal: bool
+
+
+class SxidSample(NamedTuple):
+    """One stored (or to-be-stored) row of ``gpu_health_sxid_samples``; aware-UTC time."""
+
+    key: SxidKey
+    sampled_at: datetime
+    count: int  # type: ignore[assignment]  # the column's name; shadows tuple.count, unused

@@ -33,7 +33,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from gpu_health.contract import MEMORY_XIDS, SXID_METRIC, XID_METRIC
+from gpu_health.contract import (
+    MAX_SXID_SERIES,
+    MEMORY_XIDS,
+    SXID_LABELS,
+    SXID_METRIC,
+    SXID_SEVERITIES,
+    XID_METRIC,
+)
 
 from .parsers.cells import pci_key
 from .parsers.xid import SxidEvent, XidEvent
@@ -47,7 +54,6 @@ ERROR_REASONS: tuple[str, ...] = (
     "read", "overrun", "timeout", "exit_code", "oversize", "exec", "not_found", "internal",
     "line_too_long", "sxid_series_limit")
 MAX_PENDING = 10_000
-MAX_SXID_SERIES = 512
 VENDOR = "nvidia"
 
 XidCard = tuple[int, str]  # a card as the Xid follower names it: (gpu index, uuid or "")
@@ -186,9 +192,9 @@ def sxid_family(snap: XidSnapshot) -> Metric:
         "NVSwitch SXid errors in the kernel log per switch, SXid number and severity (fatal, "
         "non_fatal) since the exporter started following the log; a series appears with its "
         "first error. Absent while no log source is readable.",
-        labels=["nvswitch", "pci_bus_id", "sxid", "severity"])
+        labels=list(SXID_LABELS))
     if any(snap.readable.values()):
         for (switch, pci, sxid, fatal), count in sorted(snap.sxids.items()):
-            sxids.add_metric([str(switch), pci, str(sxid), "fatal" if fatal else "non_fatal"],
+            sxids.add_metric([str(switch), pci, str(sxid), SXID_SEVERITIES[0 if fatal else 1]],
                              float(count))
     return sxids

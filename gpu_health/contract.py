@@ -92,6 +92,11 @@ XID_METRIC: Final = METRIC_PREFIX + "xid_errors_total"
 # NVSwitch errors from the kernel log, per switch and SXid code, with the driver's severity
 # (fatal, non_fatal): a counter of error events since the exporter started following the log.
 SXID_METRIC: Final = METRIC_PREFIX + "nvswitch_sxid_errors_total"
+SXID_LABELS: Final[tuple[str, ...]] = ("nvswitch", "pci_bus_id", "sxid", "severity")
+SXID_SEVERITIES: Final[tuple[str, ...]] = ("fatal", "non_fatal")
+# Series per node: the exporter counts at most this many (switch, SXid, severity) series and the
+# evaluator reads at most this many from one exposition.
+MAX_SXID_SERIES: Final = 512
 # Memory-related Xids (48 DBE, 63/64 page retirement / row remap events, 94/95 contained /
 # uncontained ECC errors): fault events for rule sets that list them.
 MEMORY_XIDS: Final[tuple[int, ...]] = (48, 63, 64, 94, 95)

@@ -28,13 +28,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from gpu_health.evaluator.backtest.card_history import CardHistory
-from gpu_health.evaluator.ingest.write_rule import decide, xid_decision
+from gpu_health.evaluator.ingest.write_rule import decide, sxid_decision, xid_decision
 from gpu_health.evaluator.model import (
     UNKNOWN_DETAILS,
     CardDetails,
     CardKey,
     Counters,
     Sample,
+    SxidKey,
+    SxidSample,
     XidKey,
     XidSample,
 )
@@ -45,6 +47,7 @@ from gpu_health.evaluator.store.history.backtest_import import (
     expand_segments,
 )
 from gpu_health.evaluator.store.readings.samples import insert_runs, insert_samples
+from gpu_health.evaluator.store.readings.sxid_samples import insert_sxid_samples
 from gpu_health.evaluator.store.readings.xid_samples import insert_xid_samples
 
 BATCH_ROWS = 50_000
@@ -130,6 +133,9 @@ class ReadingWriter:
     xid_last: dict[XidKey, XidSample] = field(default_factory=dict)
     xid_pending: list[XidSample] = field(default_factory=list)
     xid_written: int = 0
+    sxid_last: dict[SxidKey, SxidSample] = field(default_factory=dict)
+    sxid_pending: list[SxidSample] = field(default_factory=list)
+    sxid_written: int = 0
 
     @classmethod
     def open(cls, db: Database, keepalive: timedelta,
@@ -154,6 +160,12 @@ class ReadingWriter:
         if xid_decision(row, self.xid_last.get(row.key)).write:
             self.xid_last[row.key] = row
             self.xid_pending.append(row)
+
+    def add_sxid(self, row: SxidSample) -> None:
+        """Feed one NVSwitch SXid count (the live SXid write rule: first, count change)."""
+        if sxid_decision(row, self.sxid_last.get(row.key)).write:
+            self.sxid_last[row.key] = row
+            self.sxid_pending.append(row)
 
     def change(self, key: CardKey, at: datetime,
                reading: tuple[str | None, Counters, CardDetails] | None) -> None:
@@ -199,4 +211,6 @@ class ReadingWriter:
         self.runs.clear()
         self.xid_written += insert_xid_samples(self.db, self.xid_pending)
         self.xid_pending.clear()
+        self.sxid_written += insert_sxid_samples(self.db, self.sxid_pending)
+        self.sxid_pending.clear()
         return n

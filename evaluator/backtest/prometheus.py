@@ -13,7 +13,7 @@ between: the same rows as reading every step, at a fraction of the points (measu
 
 XID counts come the same way: change points of the set's XID metric, counts (or dcgm's gauge
 through :class:`~gpu_health.evaluator.ingest.prometheus.xids.LastXidTracker`) through the XID write
-rule.
+rule; so do a node's NVSwitch SXid counts (our exporter's only), through the SXid write rule.
 
 A step at which Prometheus has no value for a series (no sample within its lookback, 5 minutes
 by default, or the series went stale) gives no reading: a gap stays a gap, never a zero.
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.backtest.history import ReadingWriter
 from gpu_health.evaluator.ingest.prometheus.assembly import Assembly
 from gpu_health.evaluator.ingest.prometheus.changes import GONE, ChangeTracker, change_query
@@ -44,9 +45,10 @@ from gpu_health.evaluator.ingest.prometheus.query import (
     RangeQuerier,
     chunks,
 )
+from gpu_health.evaluator.ingest.prometheus.sxids import add_sxids
 from gpu_health.evaluator.ingest.prometheus.window import aligned
 from gpu_health.evaluator.ingest.prometheus.xids import LastXidTracker, xid_readings
-from gpu_health.evaluator.model import CardSlot, XidKey, XidSample
+from gpu_health.evaluator.model import CardSlot, SxidKey, SxidSample, XidKey, XidSample
 from gpu_health.evaluator.outbound import ClientOptions, client_session
 from gpu_health.evaluator.store.db import Database
 
@@ -201,7 +203,7 @@ class _State:
         if ms.info_metric:
             self.indexes.update(index_map(ms, by_name[ms.info_metric], self.source.node_label))
         counters = {n: series for n, series in by_name.items()
-                    if n not in (ms.info_metric, ms.xid_metric)}
+                    if n not in (ms.info_metric, ms.xid_metric, ms.sxid_metric)}
         stats.series += sum(len(series) for series in counters.values())
         for key, at, reading in self.tracker.fold(counters, self.indexes):
             stats.changes += 1
@@ -209,6 +211,8 @@ class _State:
             self.writer.change(key, at, reading)
         if ms.xid_metric:
             self._xids(by_name[ms.xid_metric])
+        if ms.sxid_metric:
+            self._sxids(by_name[ms.sxid_metric])
 
     def _xids(self, series: list[Any]) -> None:
         """XID rows: the counts at each change point, through the XID write rule (change-only,
@@ -222,3 +226,15 @@ class _State:
                 for code, count in counts.items():
                     self.writer.add_xid(XidSample(
                         XidKey(key.node_id, key.gpu_index, key.source, code), uuid, at, count))
+
+    def _sxids(self, series: list[Any]) -> None:
+        """A node's NVSwitch SXid rows at their change points, through the SXid write rule."""
+        acc = Assembly()
+        add_sxids(acc, self.source.metrics, [s for s in series
+                                             if s.get("metric", {}).get(GONE) != "1"],
+                  self.source.node_label)
+        self.stats.dropped.update(acc.dropped)
+        for node, times in acc.sxids.items():
+            for at, counts in sorted(times.items()):
+                for found, count in counts.items():
+                    self.writer.add_sxid(SxidSample(SxidKey(node, SOURCE_REAL, *found), at, count))

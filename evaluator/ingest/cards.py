@@ -23,8 +23,9 @@ Applies the contract in ``gpu_health.contract``:
   (``STORED_SLOWDOWNS``) in whole microseconds (the driver's unit; the exporter divides by
   10**6); the other reasons are read and left out, a series without a known reason counts as
   ``bad_reason_label``;
-- each NVLink link's errors are read and left out (the card's total is stored); the NVSwitch
-  SXids are skipped unparsed (``SKIPPED_METRICS``: an SXid names a switch, not a card);
+- each NVLink link's errors are read and left out (the card's total is stored);
+- the NVSwitch SXid counts are the node's, not a card's (``sxid_series``: own label and bound
+  rules), kept in ``CardExtraction.sxids``;
 - other ``gpu_health_*`` series (not the exporter's ``gpu_health_exporter_*`` self-metrics)
   are contract series this evaluator does not know, e.g. from a newer exporter: they are
   ignored and counted as ``unknown_metric``.
@@ -45,6 +46,7 @@ from gpu_health.contract import (
     NODE_LABEL,
     NODE_METRIC,
     SLOWDOWN_METRIC,
+    SXID_METRIC,
     XID_METRIC,
     is_node_name,
 )
@@ -52,7 +54,6 @@ from gpu_health.errors import ParseError
 from gpu_health.evaluator.ingest.contract_series import (
     KEY_BY_NAME,
     SELF_METRIC_PREFIX,
-    SKIPPED_METRICS,
     STATE_SETS,
     WANTED_METRICS,
     XID_LABEL,
@@ -60,6 +61,7 @@ from gpu_health.evaluator.ingest.contract_series import (
     slowdown_key,
 )
 from gpu_health.evaluator.ingest.exposition import RawSample, parse_samples
+from gpu_health.evaluator.ingest.sxid_series import SxidCounts, SxidSeries
 from gpu_health.evaluator.ingest.wire_values import (
     MAX_GPU_INDEX,
     MAX_XID,
@@ -93,6 +95,7 @@ class CardExtraction:
     ignored_series: dict[str, int] = field(default_factory=dict)
     unknown_values: dict[str, int] = field(default_factory=dict)
     node_name: str | None = None  # gpu_health_node_info{node}: the exporter's own node name
+    sxids: tuple[tuple[SxidSeries, int], ...] = ()  # the node's known SXid counts, sorted
 
 
 class _CardBuilder:
@@ -194,6 +197,7 @@ def extract_cards(samples: Iterable[RawSample]) -> CardExtraction:
     ignored: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
     names: set[str] = set()
+    sxids = SxidCounts()
     parsed = value_memo()
     for name, labels, value in samples:
         key = KEY_BY_NAME.get(name)  # a counter or detail: the common case, one lookup
@@ -210,6 +214,9 @@ def extract_cards(samples: Iterable[RawSample]) -> CardExtraction:
                     continue  # a bank-histogram sample without a known level
             elif name == NODE_METRIC:
                 _node_name(labels, names, ignored)
+                continue
+            elif name == SXID_METRIC:
+                sxids.add(labels, parsed(value), ignored, unknown)
                 continue
             elif name == SLOWDOWN_METRIC:
                 key = slowdown_key(labels, ignored)
@@ -233,14 +240,13 @@ def extract_cards(samples: Iterable[RawSample]) -> CardExtraction:
         ignored["conflicting_node_name"] += len(names)
     node = next(iter(names)) if len(names) == 1 else None
     return CardExtraction(tuple(c for c in cards if c is not None), dict(ignored), dict(unknown),
-                          node)
+                          node, sxids.finish())
 
 
 def with_unknown_metrics(extraction: CardExtraction, unused: Mapping[str, int]) -> CardExtraction:
     """``extraction`` counting as ``unknown_metric`` the skipped (``unused``) contract series."""
     skipped = sum(n for name, n in unused.items()
-                  if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX)
-                  and name not in SKIPPED_METRICS)
+                  if name.startswith(METRIC_PREFIX) and not name.startswith(SELF_METRIC_PREFIX))
     if not skipped:
         return extraction
     ignored = dict(extraction.ignored_series)

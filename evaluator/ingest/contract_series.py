@@ -65,11 +65,8 @@ _NOT_STORED: frozenset[str] = frozenset((*(METRIC_PREFIX + key for key in LINK_K
 # Each NVLink link's errors (up to 54 series a card; the store keeps the card's total) are read
 # and left out above rather than skipped: a scrape compares the lines it reads with last time's
 # and decodes them only when they changed, while a skipped line is validated every time (an
-# 8-card NVLink node: 0.45 ms a scrape read, 2.1 ms skipped). An SXid names a switch, not a
-# card: skipped unparsed (a few lines, only after errors) and, being known, not counted as
-# ``unknown_metric``.
-SKIPPED_METRICS: frozenset[str] = frozenset((SXID_METRIC,))
-WANTED_METRICS: frozenset[str] = frozenset((*KEY_BY_NAME, INFO_METRIC, XID_METRIC,
+# 8-card NVLink node: 0.45 ms a scrape read, 2.1 ms skipped).
+WANTED_METRICS: frozenset[str] = frozenset((*KEY_BY_NAME, INFO_METRIC, XID_METRIC, SXID_METRIC,
                                             BANK_METRIC, NODE_METRIC, SLOWDOWN_METRIC,
                                             *STATE_SETS, *_NOT_STORED))
 

@@ -3,14 +3,17 @@
 Per cycle the store sees at most:
 - one SELECT, for every card the cache missed (``latest_rows`` with all their keys, reading
   only rows young enough to matter to the write rule);
-- one SELECT for every XID series (card, XID code) the XID cache missed (``latest_xid_rows``);
-- one write (one INSERT of all sample rows, one INSERT of all XID rows, plus the node upsert, in
-  one transaction when there is more than one statement: see ``store/readings/cycles.py``).
+- one SELECT for every XID series (card, XID code) the XID cache missed (``latest_xid_rows``),
+  and one for every NVSwitch SXid series the SXid cache missed (``latest_sxid_rows``);
+- one write (one INSERT of all sample rows, one of all XID rows, one of all SXid rows, plus the
+  node upsert, in one transaction when there is more than one statement: see
+  ``store/readings/cycles.py``).
 With unchanged counters and a warm cache that is zero statements.
 
 XID counts are written for every card that exports them, also when its five counters are all
 unknown (those cards get no ``gpu_health_samples`` row, as before): a known XID count is data.
-XID write decisions are counted in ``write_decisions_total`` with ``xid_*`` reasons.
+XID write decisions are counted in ``write_decisions_total`` with ``xid_*`` reasons. A node's
+SXid counts (a switch is not a card) are written the same way, ``sxid_*`` reasons.
 
 The cache is filled only with rows the store reported: the SELECT's result, and the rows of a
 batch after its INSERT returned. A failed SELECT or INSERT raises out of :meth:`Ingestor.ingest`
@@ -28,15 +31,21 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from gpu_health.contract import SOURCE_REAL
-from gpu_health.evaluator.ingest.dedup import DedupCache, XidDedupCache, rows_to_write
+from gpu_health.evaluator.ingest.dedup import (
+    DedupCache,
+    SxidDedupCache,
+    XidDedupCache,
+    rows_to_write,
+)
 from gpu_health.evaluator.ingest.scrape import ScrapeResult
-from gpu_health.evaluator.ingest.write_rule import Reason, decide, xid_decision
-from gpu_health.evaluator.model import CardKey, Sample, XidKey, XidSample
+from gpu_health.evaluator.ingest.write_rule import Reason, decide, sxid_decision, xid_decision
+from gpu_health.evaluator.model import CardKey, Sample, SxidKey, SxidSample, XidKey, XidSample
 from gpu_health.evaluator.selfmetrics import SelfMetrics
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.readings.cycles import write_cycle
 from gpu_health.evaluator.store.readings.maintenance import NodeRecord
 from gpu_health.evaluator.store.readings.samples import latest_rows
+from gpu_health.evaluator.store.readings.sxid_samples import latest_sxid_rows
 from gpu_health.evaluator.store.readings.xid_samples import latest_xid_rows
 
 log = logging.getLogger(__name__)
@@ -58,6 +67,8 @@ class CycleReport:
     xid_hits: int = 0
     xid_misses: int = 0
     xid_rows_written: int = 0
+    sxid_series: int = 0
+    sxid_rows_written: int = 0
     decisions: Counter[str] = field(default_factory=Counter)
 
     def add(self, step: CycleReport) -> None:
@@ -72,6 +83,8 @@ class CycleReport:
         self.nodes_written += step.nodes_written
         self.xid_series = max(self.xid_series, step.xid_series)
         self.xid_rows_written += step.xid_rows_written
+        self.sxid_series = max(self.sxid_series, step.sxid_series)
+        self.sxid_rows_written += step.sxid_rows_written
         self.decisions.update(step.decisions)
 
 
@@ -81,11 +94,13 @@ class Ingestor:
     def __init__(self, db: Database, cache: DedupCache, *, keepalive: timedelta,
                  metrics: SelfMetrics | None = None,
                  on_written: Callable[[int], None] | None = None,
-                 xid_cache: XidDedupCache | None = None, source: str = SOURCE_REAL) -> None:
+                 xid_cache: XidDedupCache | None = None, source: str = SOURCE_REAL,
+                 sxid_cache: SxidDedupCache | None = None) -> None:
         self.db = db
         self.source = source  # 'real' except in the demo driven by fake vendor tools
         self.cache = cache
         self.xid_cache = XidDedupCache.sized_for(cache) if xid_cache is None else xid_cache
+        self.sxid_cache = SxidDedupCache.sized_for(cache) if sxid_cache is None else sxid_cache
         self.keepalive = keepalive
         self.metrics = metrics
         self.on_written = on_written  # called with the number of real rows after each commit
@@ -94,18 +109,22 @@ class Ingestor:
     async def ingest(self, results: Sequence[ScrapeResult]) -> CycleReport:
         report = CycleReport(targets=len(results))
         xids = await self._xids_to_write(_xid_readings(results, self.source), report)
+        sxids = await self._sxids_to_write(_sxid_readings(results, self.source), report)
         to_write = await self._samples_to_write(self._readings(results, report), report)
         nodes = self._nodes_due(results)
-        if to_write or nodes or xids:
-            await self.db.run(write_cycle, self.db, to_write, nodes, xids)
+        if to_write or nodes or xids or sxids:
+            await self.db.run(write_cycle, self.db, to_write, nodes, xids, sxids)
             for row in to_write:
                 self.cache.confirm(row, row.sampled_at)
             for xid_row in xids:
                 self.xid_cache.confirm(xid_row, xid_row.sampled_at)
+            for sxid_row in sxids:
+                self.sxid_cache.confirm(sxid_row, sxid_row.sampled_at)
             self._nodes.update((n.node_id, n) for n in nodes)
             report.rows_written = len(to_write)
             report.nodes_written = len(nodes)
             report.xid_rows_written = len(xids)
+            report.sxid_rows_written = len(sxids)
             if self.on_written is not None and to_write:
                 self.on_written(len(to_write))
         self._count(report)
@@ -137,6 +156,19 @@ class Ingestor:
         chosen = await rows_to_write(scraped, self.xid_cache, lookup, xid_decision,
                                      report.decisions)
         report.xid_hits, report.xid_misses = chosen.hits, chosen.misses
+        report.selects += chosen.selects
+        return chosen.rows
+
+    async def _sxids_to_write(self, scraped: list[SxidSample],
+                              report: CycleReport) -> list[SxidSample]:
+        """The SXid rows the write rule keeps; at most one SELECT for all cache misses."""
+
+        async def lookup(missed: Sequence[SxidSample]) -> Mapping[SxidKey, SxidSample]:
+            return await self.db.run(latest_sxid_rows, self.db, [r.key for r in missed])
+
+        report.sxid_series = len(scraped)
+        chosen = await rows_to_write(scraped, self.sxid_cache, lookup, sxid_decision,
+                                     report.decisions)
         report.selects += chosen.selects
         return chosen.rows
 
@@ -179,13 +211,15 @@ class Ingestor:
         return list(due.values())
 
     def evict_idle(self, now: datetime) -> int:
-        return self.cache.evict_idle(now) + self.xid_cache.evict_idle(now)
+        return (self.cache.evict_idle(now) + self.xid_cache.evict_idle(now)
+                + self.sxid_cache.evict_idle(now))
 
     def forget_nodes(self, nodes: set[str]) -> None:
         """Drop what is remembered of these nodes (cached rows, node records): another
         evaluator scraped them meanwhile, so the next decision reads the store again."""
         self.cache.forget_where(lambda key: key.node_id in nodes)
         self.xid_cache.forget_where(lambda key: key.node_id in nodes)
+        self.sxid_cache.forget_where(lambda key: key.node_id in nodes)
         for node in nodes:
             self._nodes.pop(node, None)
 
@@ -194,6 +228,7 @@ class Ingestor:
         Prometheus source), so every decision reads the store again."""
         self.cache.forget_where(lambda _: True)
         self.xid_cache.forget_where(lambda _: True)
+        self.sxid_cache.forget_where(lambda _: True)
         self._nodes.clear()
 
     def _count(self, report: CycleReport) -> None:
@@ -221,3 +256,9 @@ def _xid_readings(results: Sequence[ScrapeResult], source: str) -> list[XidSampl
             rows += [XidSample(XidKey(node, card.gpu_index, source, xid), card.gpu_uuid,
                                result.scraped_at, count) for xid, count in card.xids]
     return rows
+
+
+def _sxid_readings(results: Sequence[ScrapeResult], source: str) -> list[SxidSample]:
+    """Every known SXid count of the targets that answered (a node's, not a card's)."""
+    return [SxidSample(SxidKey(r.target.node_id, source, *series), r.scraped_at, count)
+            for r in results if r.ok for series, count in r.extraction.sxids]

@@ -12,10 +12,11 @@ The cache only ever answers "this scrape can safely be skipped"; the store stays
 samples and XID counts alike: cache hits are decided at once, all misses are looked up in one
 batched call, every looked-up row confirms its cache entry, then the rule decides.
 
-One LRU implementation (:class:`RowCache`) serves two row kinds: :class:`DedupCache` holds the
-latest ``gpu_health_samples`` row per card, :class:`XidDedupCache` the latest
-``gpu_health_xid_samples`` row per (card, XID code). Time comes from the caller (``now``), never
-from a clock read here.
+One LRU implementation (:class:`RowCache`) serves three row kinds: :class:`DedupCache` holds
+the latest ``gpu_health_samples`` row per card, :class:`XidDedupCache` the latest
+``gpu_health_xid_samples`` row per (card, XID code), :class:`SxidDedupCache` the latest
+``gpu_health_sxid_samples`` row per NVSwitch SXid series. Time comes from the caller (``now``),
+never from a clock read here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Final, Generic, Protocol, TypeVar
 
 from gpu_health.evaluator.config.writes import DedupConfig
 from gpu_health.evaluator.ingest.write_rule import WriteDecision
-from gpu_health.evaluator.model import CardKey, Sample, XidKey, XidSample
+from gpu_health.evaluator.model import CardKey, Sample, SxidKey, SxidSample, XidKey, XidSample
 
 DEFAULT_MAX_ENTRIES: Final = DedupConfig().max_entries  # dedup.max_entries's default
 DEFAULT_IDLE: Final = timedelta(seconds=DedupConfig().idle_seconds)
@@ -140,6 +141,16 @@ class XidDedupCache(RowCache[XidKey, XidSample]):
     def sized_for(cls, cards: DedupCache) -> XidDedupCache:
         """A cache for the XID series of as many cards as ``cards`` holds, same idle time."""
         return cls(cards.max_entries * XID_SERIES_PER_CARD, cards.idle)
+
+
+class SxidDedupCache(RowCache[SxidKey, SxidSample]):
+    """Latest confirmed ``gpu_health_sxid_samples`` row per NVSwitch SXid series."""
+
+    @classmethod
+    def sized_for(cls, cards: DedupCache) -> SxidDedupCache:
+        """As many entries as ``cards`` (SXid series are a node's, a few per switch after
+        errors; a node has fewer switches than cards), same idle time."""
+        return cls(cards.max_entries, cards.idle)
 
 
 @dataclass(slots=True)

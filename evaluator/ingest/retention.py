@@ -91,8 +91,9 @@ class Retention:
             return
         if deleted is None:
             return  # a follower: the leader cleans up
-        log.info("retention cleanup deleted %d sample rows and %d XID sample rows older than %s",
-                 deleted.samples, deleted.xid_samples, cutoff.isoformat())
+        log.info("retention cleanup deleted %d sample rows, %d XID and %d SXid sample rows "
+                 "older than %s", deleted.samples, deleted.xid_samples, deleted.sxid_samples,
+                 cutoff.isoformat())
         self._result("ok")
         if self.metrics is not None and deleted.total:
             self.metrics.cleanup_deleted.inc(deleted.total)

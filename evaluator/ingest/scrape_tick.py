@@ -64,10 +64,10 @@ class IngestPipeline:
         self.last_duration = time.perf_counter() - started
         self.last_report = report
         self._record_cycle(report, self.last_duration)
-        log.debug("cycle: %d/%d targets up, %d cards, %d rows (%d XID rows) written, %d selects "
-                  "in %.3fs", report.targets_up, report.targets, report.cards,
-                  report.rows_written, report.xid_rows_written, report.selects,
-                  self.last_duration)
+        log.debug("cycle: %d/%d targets up, %d cards, %d rows (%d XID, %d SXid rows) written, "
+                  "%d selects in %.3fs", report.targets_up, report.targets, report.cards,
+                  report.rows_written, report.xid_rows_written, report.sxid_rows_written,
+                  report.selects, self.last_duration)
         return report
 
     def not_ready(self) -> str | None:

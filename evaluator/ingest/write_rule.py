@@ -27,7 +27,12 @@ series can be arbitrarily old: the lookup on a cache miss is not bounded in time
 tiny next to the samples), and retention keeps every series' newest row (it is the base the next
 change is compared with).
 
-Both rules answer with a :class:`WriteDecision` (write or not, and the reason counted in
+NVSwitch SXid counts (:func:`decide_sxid`) follow the XID rule: a row of
+``gpu_health_sxid_samples`` per series (node, source, switch, PCI id, SXid, severity) when it is
+the series' first sample (``sxid_first``) or its count changed (``sxid_changed``), else
+``sxid_unchanged``; no keep-alive row. A switch has no UUID.
+
+The rules answer with a :class:`WriteDecision` (write or not, and the reason counted in
 ``write_decisions_total{reason}``), so one cycle algorithm (``ingest/cycle.py``) applies either.
 """
 
@@ -38,7 +43,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Final
 
-from gpu_health.evaluator.model import Sample, XidSample
+from gpu_health.evaluator.model import Sample, SxidSample, XidSample
 
 
 class Reason(StrEnum):
@@ -62,17 +67,25 @@ class XidReason(StrEnum):
     UNCHANGED = "xid_unchanged"
 
 
+class SxidReason(StrEnum):
+    """Why a scraped SXid count was or was not written (``write_decisions_total{reason}``)."""
+
+    FIRST = "sxid_first"
+    CHANGED = "sxid_changed"
+    UNCHANGED = "sxid_unchanged"
+
+
 @dataclass(frozen=True, slots=True)
 class WriteDecision:
     write: bool
-    reason: Reason | XidReason
+    reason: Reason | XidReason | SxidReason
 
 
 # One shared decision per reason: a cycle at 100,000 cards decides 600,000 rows.
-_DECISION: Final[dict[Reason | XidReason, WriteDecision]] = {
+_DECISION: Final[dict[Reason | XidReason | SxidReason, WriteDecision]] = {
     reason: WriteDecision(reason not in (Reason.ALL_UNKNOWN, Reason.UNCHANGED,
-                                         XidReason.UNCHANGED), reason)
-    for reason in (*Reason, *XidReason)}
+                                         XidReason.UNCHANGED, SxidReason.UNCHANGED), reason)
+    for reason in (*Reason, *XidReason, *SxidReason)}
 
 
 def decide(scraped: Sample, latest: Sample | None, keepalive: timedelta) -> WriteDecision:
@@ -113,3 +126,15 @@ def xid_decision(scraped: XidSample, latest: XidSample | None,
                  _keepalive: timedelta | None = None) -> WriteDecision:
     """:func:`decide_xid` in the shape of :func:`decide` (XID series have no keepalive)."""
     return _DECISION[decide_xid(scraped, latest)]
+
+
+def decide_sxid(scraped: SxidSample, latest: SxidSample | None) -> SxidReason:
+    """Write (any reason but UNCHANGED) or skip ``scraped`` given the latest stored row."""
+    if latest is None:
+        return SxidReason.FIRST
+    return SxidReason.CHANGED if scraped.count != latest.count else SxidReason.UNCHANGED
+
+
+def sxid_decision(scraped: SxidSample, latest: SxidSample | None) -> WriteDecision:
+    """:func:`decide_sxid` as a :class:`WriteDecision`."""
+    return _DECISION[decide_sxid(scraped, latest)]

@@ -1,13 +1,15 @@
 """NVSwitch SXid errors from the kernel log: one error per severity line, counted per switch,
-code and severity by the Xid follower, from a real kernel log (../shared/fixtures/nvidia)."""
+code and severity by the Xid follower, from a real kernel log (../shared/fixtures/nvidia), and read
+back by the evaluator as the node's series."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gpu_health.contract import SXID_METRIC
+from gpu_health.contract import MAX_SXID_SERIES, SXID_METRIC
+from gpu_health.evaluator.ingest.cards import parse_cards
 from gpu_health.exporter.parsers import xid
-from gpu_health.exporter.xid_store import MAX_SXID_SERIES, XidStore, sxid_family
+from gpu_health.exporter.xid_store import XidStore, sxid_family
 from tests.shared import require_shared
 
 from .test_xid import _append, _follower, _scrape
@@ -49,6 +51,10 @@ def test_a_real_kernel_log_counts_each_switch_error_once(tool_env: dict[str, str
                       ("2", "0000:07:00", "20034", "fatal"): 1}
     # its Xid 79 names a GPU at 91:00 that this node does not have: unmatched, never invented
     assert metrics.get("gpu_health_exporter_xid_lines_unmatched_total") == 1
+    # the evaluator reads the exporter's exposition as the node's series, none lost
+    assert parse_cards(metrics.text).sxids == (((0, "0000:05:00", 20034, True), 2),
+                                               ((1, "0000:06:00", 20034, True), 1),
+                                               ((2, "0000:07:00", 20034, True), 1))
 
 
 def test_series_are_bounded_and_absent_while_no_log_is_readable() -> None:

@@ -3,7 +3,8 @@
 ``metricsets`` (whose series hold the counters and the stored details, and whose card they are),
 ``assembly`` (one chunk's answers folded into per-card readings), ``query`` (bounded range
 queries), ``window`` (which steps a cycle reads), ``changes`` (change points of long histories),
-``xids`` (XID counts, derived from dcgm's last-value gauge), ``steps`` (one step's readings as
+``xids`` (XID counts, derived from dcgm's last-value gauge), ``sxids`` (a node's NVSwitch SXid
+counts), ``steps`` (one step's readings as
 scrape results for the ingestor), ``source`` (the live cycle and its status),
 ``source_metrics`` (its self-metrics). See docs/prometheus-source.md.
 

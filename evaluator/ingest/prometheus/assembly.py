@@ -1,7 +1,8 @@
 """One chunk of range-query answers folded into per-card readings (pure): each series' card
 (:func:`~gpu_health.evaluator.ingest.prometheus.metricsets.card_of`), its values as stored
 (:meth:`~gpu_health.evaluator.ingest.prometheus.metricsets.MetricSet.value`), and per card and
-time the five counters and the stored details, with what was dropped and why.
+time the five counters and the stored details, with what was dropped and why. A node's
+NVSwitch SXid counts are kept beside the cards' (``sxids``: filled by :mod:`sxids`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from gpu_health.evaluator.ingest.prometheus.metricsets import (
     card_of,
     unknown_reason,
 )
+from gpu_health.evaluator.ingest.sxid_series import SxidSeries
 from gpu_health.evaluator.ingest.wire_values import state_index
 from gpu_health.evaluator.model import MAX_NODE_ID, CardDetails, CardKey, Counters
 
@@ -32,6 +34,7 @@ class Assembly:
     dropped: Counter[str] = field(default_factory=Counter)
     series: int = 0
     tenants: dict[str, str] = field(default_factory=dict)  # node -> tenant label value
+    sxids: dict[str, dict[datetime, dict[SxidSeries, int]]] = field(default_factory=dict)
 
 
 def add_series(acc: Assembly, ms: MetricSet, metric: str, series: Iterable[Mapping[str, Any]],

@@ -80,6 +80,7 @@ from gpu_health.contract import (
     PCIE_REPLAYS_METRIC,
     SLOWDOWN_METRIC,
     STORED_SLOWDOWNS,
+    SXID_METRIC,
     XID_METRIC,
     CounterKey,
 )
@@ -118,6 +119,7 @@ class MetricSet:
     info_index_label: str | None = None
     xid_metric: str | None = None
     xid_kind: str = "counter"  # or "last_value": the gauge of the last XID code (dcgm)
+    sxid_metric: str | None = None  # the node's NVSwitch SXid counters (ours only)
     uuid_prefix: str = ""  # put in front of a UUID that lacks it (nvidia_smi: "GPU-")
     tenant_label: str | None = None
     details: Mapping[str, DetailSeries] = field(default_factory=dict)  # detail key -> series
@@ -148,8 +150,8 @@ class MetricSet:
         return seconds_value(text) if d is not None and d.seconds else counter_value(text)
 
     def query_names(self) -> list[str]:
-        """Every metric a reader asks for: :meth:`metric_names`, then the XID metric."""
-        return self.metric_names() + ([self.xid_metric] if self.xid_metric else [])
+        """Every metric a reader asks for: :meth:`metric_names`, then the XID and SXid ones."""
+        return self.metric_names() + [m for m in (self.xid_metric, self.sxid_metric) if m]
 
     def relabelled(self, *, node: str | None = None, index: str | None = None,
                    uuid: str | None = None, tenant: str | None = None) -> MetricSet:
@@ -168,7 +170,7 @@ class MetricSet:
 
 
 OURS: Final = MetricSet("ours", {k: (METRIC_NAMES[k],) for k in COUNTER_KEYS}, ("node",),
-                        "gpu", "uuid", xid_metric=XID_METRIC, details={
+                        "gpu", "uuid", xid_metric=XID_METRIC, sxid_metric=SXID_METRIC, details={
     "pcie_link_width": DetailSeries(METRIC_PREFIX + "pcie_link_width"),
     "pcie_link_width_max": DetailSeries(METRIC_PREFIX + "pcie_link_width_max"),
     **{key: DetailSeries(SLOWDOWN_METRIC, "reason", reason, seconds=True)

@@ -6,10 +6,10 @@ A cycle (the ``ingest`` loop's tick when ``ingest.source: prometheus``):
    ``max_catchup`` of them (older ones are skipped and counted: the gap stays a gap). After a
    restart, the last step read is the newest stored real row;
 2. per chunk of at most ``max_points`` steps, one range query per metric (the counters', the
-   info metric's, the XID metric's), concurrently;
+   info metric's, the XID and SXid metrics'), concurrently;
 3. the answers reshaped into per-step scrape results (:mod:`steps`), fed to the ingestor step
-   by step in time order: write rule, dedup, keepalive, XID rows and node records are the
-   scrape path's own code;
+   by step in time order: write rule, dedup, keepalive, XID and SXid rows and node records are
+   the scrape path's own code;
 4. the cursor moves past a chunk only after its rows are written.
 
 A failed query (Prometheus down, an error answer, a limit exceeded) fails the cycle with a
@@ -48,6 +48,7 @@ from gpu_health.evaluator.ingest.prometheus.query import (
 )
 from gpu_health.evaluator.ingest.prometheus.source_metrics import SourceMetrics
 from gpu_health.evaluator.ingest.prometheus.steps import node_targets, step_results
+from gpu_health.evaluator.ingest.prometheus.sxids import add_sxids
 from gpu_health.evaluator.ingest.prometheus.window import Window, next_window
 from gpu_health.evaluator.ingest.prometheus.xids import LastXidTracker, XidReadings, xid_readings
 from gpu_health.evaluator.ingest.scrape import ScrapeResult
@@ -212,6 +213,8 @@ class PrometheusSource:
                 add_series(acc, ms, name, by_name[name], None, indexes)
         xids = (xid_readings(self.xids, acc, ms, by_name[ms.xid_metric], None, indexes)
                 if ms.xid_metric else {})
+        if ms.sxid_metric:
+            add_sxids(acc, ms, by_name[ms.sxid_metric], None)
         return acc, xids
 
     def _note_skipped(self, window: Window) -> None:
@@ -283,7 +286,8 @@ class PrometheusSource:
                 "message": s.last_error[2]},
             "last_cycle": None if report is None else {
                 "cards": report.cards, "rows_written": report.rows_written,
-                "xid_rows_written": report.xid_rows_written},
+                "xid_rows_written": report.xid_rows_written,
+                "sxid_rows_written": report.sxid_rows_written},
         }
 
     def present_nodes(self, within: timedelta = timedelta(minutes=10)) -> set[str] | None:

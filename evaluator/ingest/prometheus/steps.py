@@ -6,7 +6,8 @@ step would have given: one :class:`ScrapeResult` per node, its cards sorted by i
 stands for a "target" whose URL is ``<prometheus URL>#<node>`` (the ``target`` column of the
 node record, the ``url`` on ``/targets``). A card with no value at a step is simply not in
 that step (unknown, a gap: never zeros); a card whose five counters are unknown but whose XID
-counts are known is in it with its XID counts, as in a scrape.
+counts are known is in it with its XID counts, as in a scrape. A node's SXid counts at a step
+go in its result (a node with SXid counts and no card reading gets a result without cards).
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def step_results(acc: Assembly, ms: MetricSet, xids: XidReadings,
                  tenants: Mapping[str, str]) -> list[tuple[datetime, list[ScrapeResult]]]:
     """(step, one result per node) in time order."""
     cards: dict[datetime, dict[CardKey, CardReading]] = {}
+    nodes_at: dict[datetime, dict[str, list[CardReading]]] = {}
+    for node, sxid_times in acc.sxids.items():
+        for at in sxid_times:
+            nodes_at.setdefault(at, {})[node] = []
     for key, uuid, at, counters, details in readings(acc, ms):
         known = xids.get(key, {}).pop(at, None)
         cards.setdefault(at, {})[key] = CardReading(
@@ -54,13 +59,15 @@ def step_results(acc: Assembly, ms: MetricSet, xids: XidReadings,
         for at, (uuid, counts) in times.items():
             cards.setdefault(at, {}).setdefault(key, CardReading(
                 key.gpu_index, uuid, Counters(), tuple(sorted(counts.items()))))
-    out: list[tuple[datetime, list[ScrapeResult]]] = []
-    for at in sorted(cards):
-        nodes: dict[str, list[CardReading]] = {}
-        for key, card in cards[at].items():
+    for at, found in cards.items():
+        nodes = nodes_at.setdefault(at, {})
+        for key, card in found.items():
             nodes.setdefault(key.node_id, []).append(card)
+    out: list[tuple[datetime, list[ScrapeResult]]] = []
+    for at in sorted(nodes_at):
         out.append((at, [
-            ScrapeResult(target(node, tenants.get(node)), at, 0.0,
-                         CardExtraction(tuple(sorted(found, key=lambda c: c.gpu_index))))
-            for node, found in sorted(nodes.items())]))
+            ScrapeResult(target(node, tenants.get(node)), at, 0.0, CardExtraction(
+                tuple(sorted(found, key=lambda c: c.gpu_index)),
+                sxids=tuple(sorted(acc.sxids.get(node, {}).get(at, {}).items()))))
+            for node, found in sorted(nodes_at[at].items())]))
     return out

@@ -46,13 +46,14 @@ def interrupted(db: Database) -> Marker | None:
 
 
 def undo(db: Database) -> int:
-    """Remove every real row an unfinished import wrote (samples, Xid counts, the replay's
+    """Remove every real row an unfinished import wrote (samples, Xid and SXid counts, the replay's
     predictions and their window edges) and its open marker; returns the sample rows removed."""
     with db.transaction():
         row = db.fetchone("SELECT count(*) FROM gpu_health_samples WHERE source = 'real'")
         db.execute(f"DELETE FROM {EDGES} WHERE prediction_id IN "
                    "(SELECT id FROM gpu_health_predictions WHERE source = 'real')")
-        for table in ("gpu_health_predictions", "gpu_health_xid_samples", "gpu_health_samples"):
+        for table in ("gpu_health_predictions", "gpu_health_xid_samples",
+                      "gpu_health_sxid_samples", "gpu_health_samples"):
             db.execute(f"DELETE FROM {table} WHERE source = 'real'")
         db.execute(f"DELETE FROM {TABLE} WHERE completed_at IS NULL")
     return int(row[0]) if row else 0

@@ -21,6 +21,7 @@ from gpu_health.evaluator.store.migrations import (
     m013_card_health,
     m014_pcie_replays,
     m015_nvlink_errors,
+    m016_sxid_samples,
 )
 from gpu_health.evaluator.store.migrations.common import Migration, Only
 
@@ -34,4 +35,5 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     *m013_card_health.MIGRATIONS,
     *m014_pcie_replays.MIGRATIONS,
     *m015_nvlink_errors.MIGRATIONS,
+    *m016_sxid_samples.MIGRATIONS,
 )

@@ -3,9 +3,9 @@
 Every function is one statement (or one transaction) over :class:`Database`; callers in async
 code go through ``Database.run``. ``delete_samples_before_async`` adds a timeout that really stops
 the DELETE (DuckDB ``interrupt()`` on the cursor running it) instead of leaving a thread busy.
-Retention and the simulated purge cover both sample tables (``gpu_health_samples`` and
-``gpu_health_xid_samples``); retention keeps each XID series' newest row (see
-``xid_samples.delete_xid_samples_before``).
+Retention and the simulated purge cover the sample tables (``gpu_health_samples``,
+``gpu_health_xid_samples``, ``gpu_health_sxid_samples``); retention keeps each XID and SXid
+series' newest row (see ``xid_samples.delete_xid_samples_before``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from gpu_health.contract import SOURCE_SIMULATED
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.readings import rollups
+from gpu_health.evaluator.store.readings.sxid_samples import TABLE as SXID_TABLE
+from gpu_health.evaluator.store.readings.sxid_samples import delete_sxid_samples_before
 from gpu_health.evaluator.store.readings.xid_samples import TABLE as XID_TABLE
 from gpu_health.evaluator.store.readings.xid_samples import delete_xid_samples_before
 from gpu_health.evaluator.store.sql import unnest_rows
@@ -75,14 +77,15 @@ class Deleted:
 
     samples: int
     xid_samples: int
+    sxid_samples: int = 0
 
     @property
     def total(self) -> int:
-        return self.samples + self.xid_samples
+        return self.samples + self.xid_samples + self.sxid_samples
 
 
 def delete_samples_before(db: Database, cutoff: datetime) -> Deleted:
-    """Retention: delete samples and XID samples (both sources) sampled strictly before
+    """Retention: delete samples, XID and SXid samples (both sources) sampled strictly before
     ``cutoff``, in one transaction (an interrupted run deletes nothing)."""
     with db.transaction():
         deleted = db.modify(
@@ -91,7 +94,8 @@ def delete_samples_before(db: Database, cutoff: datetime) -> Deleted:
         )
         rollups.after_retention(db, cutoff)
         xids = delete_xid_samples_before(db, cutoff)
-    return Deleted(deleted, xids)
+        sxids = delete_sxid_samples_before(db, cutoff)
+    return Deleted(deleted, xids, sxids)
 
 
 async def delete_samples_before_async(db: Database, cutoff: datetime,
@@ -121,7 +125,7 @@ async def delete_samples_before_async(db: Database, cutoff: datetime,
 
 
 def purge_simulated(db: Database) -> int:
-    """Delete every ``source='simulated'`` sample, XID sample and prediction (and forget
+    """Delete every ``source='simulated'`` sample, XID and SXid sample and prediction (and forget
     simulated listed-card counts); real rows are never
     touched. Returns the number of (non-XID) sample rows deleted."""
     simulated = {"source": SOURCE_SIMULATED}
@@ -129,7 +133,8 @@ def purge_simulated(db: Database) -> int:
         samples = db.modify(
             "DELETE FROM gpu_health_samples WHERE source = $source", simulated
         )
-        db.execute(f"DELETE FROM {XID_TABLE} WHERE source = $source", simulated)
+        for table in (XID_TABLE, SXID_TABLE):
+            db.execute(f"DELETE FROM {table} WHERE source = $source", simulated)
         db.execute("DELETE FROM gpu_health_predictions WHERE source = $source", simulated)
         db.execute("UPDATE gpu_health_nodes SET listed_cards = NULL, listed_source = NULL "
                    "WHERE listed_source = $source", simulated)

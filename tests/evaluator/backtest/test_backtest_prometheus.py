@@ -63,7 +63,18 @@ def ours_series() -> list[tuple[str, str, Value]]:
         ("gpu_health_ecc_corrected_total", b, lambda m: None if m in GAP else 7),
         ("gpu_health_ecc_uncorrected_total", b, lambda m: None if m in GAP else 0),
         ("gpu_health_ecc_corrected_total", c, lambda m: float("nan") if m < 60 else 5),
+        # a node's NVSwitch: first error at minute 1000, the log unreadable (no series) for two
+        # hours, a second error at 2500
+        ("gpu_health_nvswitch_sxid_errors_total", SXID, sxid_count),
     ]
+
+
+SXID = ('nvswitch="2",pci_bus_id="0000:0c:00",sxid="20034",severity="fatal",node="n1",'
+        'instance="10.0.0.1:10346",job="gpu"')
+
+
+def sxid_count(m: int) -> float | None:
+    return None if m < 1000 or 1200 <= m < 1320 else 1 if m < 2500 else 2
 
 
 def dcgm_series() -> list[tuple[str, str, Value]]:
@@ -203,6 +214,17 @@ def test_our_metric_names_keep_gaps_and_unknowns(prometheus: str, tmp_path: Path
     # no node label: the host of instance; NaN is unknown, so the first hour has no row
     c = rows(db, "10.0.0.9", 0)
     assert c[0][0] == DAY0 + timedelta(minutes=60) and c[0][1:4] == ("GPU-c", None, 5)
+    db.close()
+
+
+def test_our_nvswitch_sxids_are_imported_change_only(prometheus: str, tmp_path: Path) -> None:
+    db = imported(tmp_path, source(prometheus, OURS))
+    stored = db.fetchall("SELECT node_id, source, nvswitch, pci_bus_id, sxid, fatal, sampled_at, "
+                         "count FROM gpu_health_sxid_samples ORDER BY sampled_at")
+    key = ("n1", "real", 2, "0000:0c:00", 20034, True)
+    # the gap writes nothing (unknown, never 0) and the same count after it is no change
+    assert [(*r[:6], from_naive_utc(r[6]), r[7]) for r in stored] == [
+        (*key, DAY0 + 1000 * STEP, 1), (*key, DAY0 + 2500 * STEP, 2)]
     db.close()
 
 

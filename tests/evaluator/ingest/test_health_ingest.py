@@ -46,7 +46,8 @@ def test_every_stored_signal_is_parsed() -> None:
         pcie_link_width=8, pcie_link_width_max=16, sw_thermal_slowdown_us=0,
         hw_thermal_slowdown_us=3_600_000_001, hw_power_brake_slowdown_us=15,
         fabric_state=FABRIC_STATES.index("completed"), fabric_status_success=0,
-        pcie_replays=67, nvlink_errors=12)  # the rollovers, each link, SXids: not kept
+        pcie_replays=67, nvlink_errors=12)  # the rollovers, each link: not kept
+    assert extraction.sxids == (((0, "0000:05:00", 20034, True), 1),)  # the node's, not the card's
     assert extraction.ignored_series == {} and extraction.unknown_values == {}
 
 

@@ -102,7 +102,8 @@ def test_reads_go_through_indexes_identifiers_sort_as_bytes_no_counter_default(u
     db = PostgresDatabase(url)
     indexes = {r[0] for r in db.fetchall("SELECT indexname FROM pg_indexes "
                                          "WHERE tablename LIKE 'gpu_health_%'")}
-    assert {"idx_samples_card_time", "idx_samples_time", "idx_xid_samples_series"} <= indexes
+    assert {"idx_samples_card_time", "idx_samples_time", "idx_xid_samples_series",
+            "idx_sxid_samples_series"} <= indexes
     defaults = db.fetchall("SELECT column_name FROM information_schema.columns WHERE "
                            "table_name = 'gpu_health_samples' AND column_default IS NOT NULL")
     assert defaults == []

@@ -1,0 +1,74 @@
+"""Queries on ``gpu_health_sxid_samples`` (change-only NVSwitch SXid counters per node).
+
+Like :mod:`gpu_health.evaluator.store.readings.xid_samples`: one statement per write or cache-miss
+lookup whatever the number of series, no keep-alive rows (the newest row of a series may be
+months old and stays the base of the write rule), and retention keeps each series' newest row.
+A count restarts at 0 with the exporter (it counts the kernel-log lines it followed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Final
+
+from gpu_health.errors import StoreError
+from gpu_health.evaluator.model import SxidKey, SxidSample
+from gpu_health.evaluator.store.db import Database
+
+TABLE: Final = "gpu_health_sxid_samples"
+_SERIES: Final = ("node_id", "source", "nvswitch", "pci_bus_id", "sxid", "fatal")
+_COLUMNS: Final = (*_SERIES, "sampled_at", "count")
+_CASTS: Final = ("VARCHAR", "VARCHAR", "INTEGER", "VARCHAR", "INTEGER", "BOOLEAN", "TIMESTAMP",
+                 "BIGINT")
+
+
+def insert_sxid_samples(db: Database, rows: Sequence[SxidSample]) -> int:
+    """Insert all rows in one statement (``Database.insert_columns``). Returns the count."""
+    if not rows:
+        return 0
+    columns: list[Sequence[object]] = [[r.key[i] for r in rows] for i in range(len(_SERIES))]
+    columns += [[r.sampled_at for r in rows], [r.count for r in rows]]
+    db.insert_columns(TABLE, dict(zip(_COLUMNS, columns, strict=True)), _CASTS)
+    return len(rows)
+
+
+def latest_sxid_rows(db: Database, keys: Sequence[SxidKey]) -> dict[SxidKey, SxidSample]:
+    """The newest stored row of each series, in one SELECT for all keys (by their nodes, as
+    ``latest_xid_rows``; not bounded in time)."""
+    if not keys:
+        return {}
+    series = ", ".join("x." + c for c in _SERIES)
+    rows = db.fetchall(
+        f"""
+        SELECT DISTINCT ON ({series}) {", ".join("x." + c for c in _COLUMNS)}
+        FROM {TABLE} x
+        WHERE x.node_id IN (SELECT unnest($nodes::VARCHAR[]))
+          AND x.source IN (SELECT unnest($sources::VARCHAR[]))
+        ORDER BY {series}, x.sampled_at DESC
+        """,
+        {"nodes": sorted({k.node_id for k in keys}), "sources": sorted({k.source for k in keys})},
+    )
+    wanted = set(keys)
+    result: dict[SxidKey, SxidSample] = {}
+    for node_id, source, nvswitch, pci, sxid, fatal, sampled_at, count in rows:
+        if not isinstance(sampled_at, datetime):
+            raise StoreError(f"unexpected sxid row shape: {sampled_at!r}", reason="row_shape")
+        key = SxidKey(str(node_id), str(source), int(nvswitch), str(pci), int(sxid), bool(fatal))
+        if key in wanted:
+            result[key] = SxidSample(key, sampled_at, int(count))
+    return result
+
+
+def delete_sxid_samples_before(db: Database, cutoff: datetime) -> int:
+    """Retention: delete rows sampled before ``cutoff`` except each series' newest row (the base
+    the next change is compared with)."""
+    same = " AND ".join(f"n.{c} = d.{c}" for c in _SERIES)
+    return db.modify(
+        f"""
+        DELETE FROM {TABLE} d
+        WHERE d.sampled_at < $cutoff AND EXISTS (
+            SELECT 1 FROM {TABLE} n WHERE {same} AND n.sampled_at > d.sampled_at)
+        """,
+        {"cutoff": cutoff},
+    )
