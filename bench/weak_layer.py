@@ -5,25 +5,26 @@ Two planted fleets per seed, with the correctable-error histories of the calibra
 ramps that survive, noisy cards with bursts, sudden faults, quiet cards) and one of the weak
 layer's signals planted on them (:func:`tests.evaluator.calibrate_support.plant_weak`): with
 ``--signal heat`` two hours of thermal slowdown a day from a card's onset on, with
-``--signal replays`` 5,000 PCIe replays a day:
+``--signal replays`` 5,000 PCIe replays a day, with ``--signal nvlink`` 24 NVLink errors a day:
 
 - *precursor*: 90% of the ramps that end in a fault show it for the week before it, 5% of the
   other cards from a random day on (:func:`~tests.evaluator.calibrate_support.heat_before_faults`);
 - *noise*: 30% of the cards, picked by a coin of their own, show it from a random day on, with
   no relation to their faults (:func:`~tests.evaluator.calibrate_support.heat_as_noise`).
 
-Each fleet is calibrated through the command from ``v4-ecc-tuned`` (heat) or ``v5-ecc-tuned``
-(replays): rules/v4-ecc-weak.yaml or rules/v5-ecc-weak-pcie.yaml with the growth threshold the
-calibration fleet chose, ``min_increase`` 8, under its own name, over
-``weak_gate`` (evidence, require) x ``min_increase`` (4, 8, 16), with the default objective
-(the most recall at a precision of at least 0.2) and with a precision-first one
-(``--min-precision 0.8``; the replays are reused, only the choice and the verdict are made
-again). A ``better`` verdict with ``weak_gate=require`` on a noise fleet is a false adoption.
-The reference, measured in the same run on the same file: the replay of the base alone (the
-seconds the search adds to it).
+Each fleet is calibrated through the command from ``v4-ecc-tuned`` (heat), ``v5-ecc-tuned``
+(replays) or ``v6-ecc-tuned`` (nvlink): rules/v4-ecc-weak.yaml, rules/v5-ecc-weak-pcie.yaml or
+rules/v6-ecc-weak-links.yaml with the growth threshold the calibration fleet chose,
+``min_increase`` 8, under its own name, over ``weak_gate`` (evidence, require) x
+``min_increase`` (4, 8, 16), with the default objective (the most recall at a precision of at
+least 0.2) and with a precision-first one (``--min-precision 0.8``; the replays are reused,
+only the choice and the verdict are made again). A ``better`` verdict with
+``weak_gate=require`` on a noise fleet is a false adoption. The reference, measured in the
+same run on the same file: the replay of the base alone (the seconds the search adds to it).
 
     python -m bench.weak_layer                 # 320 cards x 150 days, seeds 11 and 12
     python -m bench.weak_layer --signal replays  # the same with PCIe replays planted
+    python -m bench.weak_layer --signal nvlink   # the same with NVLink errors planted
     python -m bench.weak_layer --quick         # 96 cards x 90 days, seed 11: too few faults
                                                # for a verdict, a look at the mechanics
 """
@@ -51,7 +52,8 @@ from tests.shared import REPO
 
 V4 = REPO / "rules" / "v4-ecc-weak.yaml"
 V5 = REPO / "rules" / "v5-ecc-weak-pcie.yaml"
-BASES = {"heat": V4, "replays": V5}
+V6 = REPO / "rules" / "v6-ecc-weak-links.yaml"
+BASES = {"heat": V4, "replays": V5, "nvlink": V6}
 STEP = timedelta(minutes=5)
 SEARCH = ["--search", "weak_gate=evidence,require", "--search", "min_increase=4,8,16"]
 SETTINGS = ("0.2", "0.8")
@@ -59,7 +61,7 @@ FLEETS = {"precursor": heat_before_faults, "noise": heat_as_noise}
 
 
 def tuned_base(folder: Path, signal: str = "heat") -> Path:
-    """The signal's rule file with ``min_increase`` 8, as ``v4-ecc-tuned`` or ``v5-ecc-tuned``."""
+    """The signal's rule file with ``min_increase`` 8, as ``v4-ecc-tuned``, ``v5-`` or ``v6-``."""
     rules = BASES[signal]
     name = rules.stem.split("-", 1)[0] + "-ecc-tuned"
     text = "\n".join(f"version: {name}" if line.startswith("version:") else

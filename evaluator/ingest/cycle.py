@@ -32,13 +32,23 @@ from functools import partial
 
 from gpu_health.contract import SOURCE_REAL
 from gpu_health.evaluator.ingest.dedup import (
+    Chosen,
     DedupCache,
+    K,
+    R,
+    RowCache,
     SxidDedupCache,
     XidDedupCache,
     rows_to_write,
 )
 from gpu_health.evaluator.ingest.scrape import ScrapeResult
-from gpu_health.evaluator.ingest.write_rule import Reason, decide, sxid_decision, xid_decision
+from gpu_health.evaluator.ingest.write_rule import (
+    Reason,
+    WriteDecision,
+    decide,
+    sxid_decision,
+    xid_decision,
+)
 from gpu_health.evaluator.model import CardKey, Sample, SxidKey, SxidSample, XidKey, XidSample
 from gpu_health.evaluator.selfmetrics import SelfMetrics
 from gpu_health.evaluator.store.db import Database
@@ -147,30 +157,34 @@ class Ingestor:
 
     async def _xids_to_write(self, scraped: list[XidSample],
                              report: CycleReport) -> list[XidSample]:
-        """The XID rows the write rule keeps; at most one SELECT for all cache misses."""
-
-        async def lookup(missed: Sequence[XidSample]) -> Mapping[XidKey, XidSample]:
-            return await self.db.run(latest_xid_rows, self.db, [r.key for r in missed])
-
+        """The XID rows the write rule keeps."""
         report.xid_series = len(scraped)
-        chosen = await rows_to_write(scraped, self.xid_cache, lookup, xid_decision,
-                                     report.decisions)
+        chosen = await self._counts_to_write(scraped, self.xid_cache, latest_xid_rows,
+                                             xid_decision, report)
         report.xid_hits, report.xid_misses = chosen.hits, chosen.misses
-        report.selects += chosen.selects
         return chosen.rows
 
     async def _sxids_to_write(self, scraped: list[SxidSample],
                               report: CycleReport) -> list[SxidSample]:
-        """The SXid rows the write rule keeps; at most one SELECT for all cache misses."""
-
-        async def lookup(missed: Sequence[SxidSample]) -> Mapping[SxidKey, SxidSample]:
-            return await self.db.run(latest_sxid_rows, self.db, [r.key for r in missed])
-
+        """The SXid rows the write rule keeps."""
         report.sxid_series = len(scraped)
-        chosen = await rows_to_write(scraped, self.sxid_cache, lookup, sxid_decision,
-                                     report.decisions)
-        report.selects += chosen.selects
+        chosen = await self._counts_to_write(scraped, self.sxid_cache, latest_sxid_rows,
+                                             sxid_decision, report)
         return chosen.rows
+
+    async def _counts_to_write(
+            self, scraped: list[R], cache: RowCache[K, R],
+            latest: Callable[[Database, list[K]], Mapping[K, R]],
+            rule: Callable[[R, R | None], WriteDecision], report: CycleReport) -> Chosen[R]:
+        """The count rows (XID or SXid) ``rule`` keeps against their cache; at most one SELECT
+        for all cache misses."""
+
+        async def lookup(missed: Sequence[R]) -> Mapping[K, R]:
+            return await self.db.run(latest, self.db, [r.key for r in missed])
+
+        chosen = await rows_to_write(scraped, cache, lookup, rule, report.decisions)
+        report.selects += chosen.selects
+        return chosen
 
     def _readings(self, results: Sequence[ScrapeResult], report: CycleReport) -> dict[
             CardKey, Sample]:

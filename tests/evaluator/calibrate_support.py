@@ -21,8 +21,9 @@ faults.
 
 A weak signal is planted on a written fleet by :func:`plant_weak`: per card, the hardware
 thermal slowdown time from an onset on (two hours of slowdown a day, what the weak
-``thermal_slowdown`` signal reads) or the PCIe replays (5,000 a day, what
-``pcie_replays_rising`` reads), or none (known quiet, never unknown). :func:`heat_before_faults`
+``thermal_slowdown`` signal reads), the PCIe replays (5,000 a day, what
+``pcie_replays_rising`` reads) or the NVLink errors (24 a day, what ``nvlink_errors_rising``
+reads), or none (known quiet, never unknown). :func:`heat_before_faults`
 gives most ``ramp`` cards their onset a week before their fault and a few other cards one at
 random; :func:`heat_as_noise` gives cards one by a coin of their own, whatever their history.
 """
@@ -201,6 +202,9 @@ Heat = tuple[float, float]
 HEAT_MINUTES_A_DAY = 120.0
 # PCIe replays a day of a card planted with replays: 5x what v5-ecc-weak-pcie needs to fire
 REPLAYS_A_DAY = 5000.0
+# NVLink errors a day of a card planted with them: one an hour, 24x what v6-ecc-weak-links needs
+NVLINK_ERRORS_A_DAY = 24.0
+_PER_DAY = {"replays": REPLAYS_A_DAY, "nvlink": NVLINK_ERRORS_A_DAY}
 
 
 def heat_before_faults(c: int, days: int, seed: int) -> Heat | None:
@@ -228,17 +232,18 @@ def plant_weak(path: Path, heat: Callable[[int, int, int], Heat | None], cards: 
     """Fill the weak layer's columns of a written fleet (:func:`write_profiled_fleet`, the same
     cards, days and seed): every card's link at x16 of x16 and software thermal slowdown 0.
     ``signal`` "heat": the hardware thermal slowdown 0 before the card's onset and growing by
-    its minutes a day after it, the PCIe replays 40 throughout; "replays": the slowdown 0
-    throughout, the replays 40 before the onset and growing by ``REPLAYS_A_DAY`` after it
-    (the schedule's minutes are not used). The values go into the rows already written
-    (keep-alive rows every 5 minutes at the least), not into rows of their own as the live
-    write rule would add: a boundary reads them at most 5 minutes late. Returns the cards
-    planted."""
+    its minutes a day after it, the PCIe replays 40 and the NVLink errors 0 throughout;
+    "replays": the replays 40 before the onset and growing by ``REPLAYS_A_DAY`` after it;
+    "nvlink": the NVLink errors 0 before the onset and growing by ``NVLINK_ERRORS_A_DAY``
+    after it (for both, the schedule's minutes are not used; the other signals stay quiet).
+    The values go into the rows already written (keep-alive rows every 5 minutes at the
+    least), not into rows of their own as the live write rule would add: a boundary reads them
+    at most 5 minutes late. Returns the cards planted."""
     rows = []
     for c in range(cards):
         h = heat(c, days, seed)
         onset = None if h is None else (start + timedelta(days=h[0])).timestamp()
-        per_day = 0.0 if h is None else h[1] * 60e6 if signal == "heat" else REPLAYS_A_DAY
+        per_day = 0.0 if h is None else h[1] * 60e6 if signal == "heat" else _PER_DAY[signal]
         rows.append(f"('node-{c // 8:04d}', {c % 8}, {'NULL' if onset is None else onset}, "
                     f"{per_day / 86_400})")  # per second
     grown = ("CASE WHEN h.onset IS NULL THEN 0 ELSE CAST(greatest(0, epoch(s.sampled_at) - "
@@ -249,6 +254,7 @@ def plant_weak(path: Path, heat: Callable[[int, int, int], Heat | None], cards: 
 UPDATE gpu_health_samples AS s
 SET hw_thermal_slowdown_us = {grown if signal == "heat" else 0},
     pcie_replays = 40 + {grown if signal == "replays" else 0},
+    nvlink_errors = {grown if signal == "nvlink" else 0},
     sw_thermal_slowdown_us = 0, pcie_link_width = 16, pcie_link_width_max = 16
 FROM (VALUES {", ".join(rows)}) AS h(node_id, gpu_index, onset, rate)
 WHERE s.node_id = h.node_id AND s.gpu_index = h.gpu_index""")

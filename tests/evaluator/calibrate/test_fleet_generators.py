@@ -91,6 +91,7 @@ def test_heat_precedes_most_faults_on_the_precursor_fleet_and_none_on_the_noise_
 @pytest.mark.parametrize(("signal", "column", "quiet", "most_a_day"), [
     ("heat", "hw_thermal_slowdown_us", 0, 2 * 3600e6),  # two hours a day, in microseconds
     ("replays", "pcie_replays", 40, 5000),
+    ("nvlink", "nvlink_errors", 0, 24),
 ])
 def test_planted_signal_is_in_the_file_as_a_cumulative_count(
         tmp_path: Path, signal: str, column: str, quiet: int, most_a_day: float) -> None:
@@ -102,8 +103,9 @@ def test_planted_signal_is_in_the_file_as_a_cumulative_count(
         rows = db.fetchall(f"""
             SELECT node_id, gpu_index, min({column}), max({column}),
                    count(*) FILTER (WHERE hw_thermal_slowdown_us IS NULL OR pcie_replays IS NULL
-                                    OR pcie_link_width IS NULL OR sw_thermal_slowdown_us IS NULL),
-                   max(hw_thermal_slowdown_us) + max(pcie_replays) - 40
+                                    OR pcie_link_width IS NULL OR sw_thermal_slowdown_us IS NULL
+                                    OR nvlink_errors IS NULL),
+                   max(hw_thermal_slowdown_us) + max(pcie_replays) - 40 + max(nvlink_errors)
             FROM gpu_health_samples GROUP BY 1, 2 ORDER BY 1, 2""")
     finally:
         db.close()
@@ -113,6 +115,6 @@ def test_planted_signal_is_in_the_file_as_a_cumulative_count(
     for node, gpu, low, high, _, both in rows:
         h = heat_before_faults(int(node[-4:]) * 8 + gpu, 40, seed=5)
         assert (high > quiet) == (h is not None) and low == quiet
-        assert both == high - quiet  # the other signal stays quiet (0, 40)
+        assert both == high - quiet  # the other signals stay quiet (0, 40, 0)
         if h is not None:  # its amount a day up to the card's last reading, at most 40 - onset
             assert high - quiet <= (40 - h[0]) * most_a_day + 1
