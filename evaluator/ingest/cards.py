@@ -67,6 +67,7 @@ from gpu_health.evaluator.ingest.wire_values import (
     MAX_XID,
     Parsed,
     Values,
+    keep_count,
     seconds_as_micros,
     state_index,
     value_memo,
@@ -143,15 +144,7 @@ class _CardBuilder:
         return index
 
     def add_xid(self, xid: int, parsed: Parsed, unknown: Counter[str]) -> None:
-        if xid in self.xids or xid in self.xid_duplicates:
-            self.xid_duplicates.add(xid)
-            self.xids.pop(xid, None)
-            unknown["duplicate"] += 1
-            return
-        value, reason = parsed
-        if reason is not None:
-            unknown[reason] += 1
-        self.xids[xid] = value
+        keep_count(self.xids, self.xid_duplicates, xid, parsed, unknown)
 
 
 # Label sets by id (shared by a card's families), kept beside what they gave so ids stay unique.

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from gpu_health.contract import MAX_SXID_SERIES, SXID_SEVERITIES
-from gpu_health.evaluator.ingest.wire_values import MAX_XID, Parsed, whole_number
+from gpu_health.evaluator.ingest.wire_values import MAX_XID, Parsed, keep_count, whole_number
 
 # (switch number, its PCI id, SXid, fatal): the exporter's series key, and the store's less node
 SxidSeries = tuple[int, str, int, bool]
@@ -60,18 +60,11 @@ class SxidCounts:
         if series is None:
             ignored["bad_sxid_label"] += 1
             return
-        if series in self.counts or series in self.duplicates:
-            self.duplicates.add(series)
-            self.counts.pop(series, None)
-            unknown["duplicate"] += 1
-            return
-        if len(self.counts) + len(self.duplicates) >= MAX_SXID_SERIES:
+        seen = series in self.counts or series in self.duplicates
+        if not seen and len(self.counts) + len(self.duplicates) >= MAX_SXID_SERIES:
             ignored["sxid_series_limit"] += 1
             return
-        value, reason = parsed
-        if reason is not None:
-            unknown[reason] += 1
-        self.counts[series] = value
+        keep_count(self.counts, self.duplicates, series, parsed, unknown)
 
     def finish(self) -> tuple[tuple[SxidSeries, int], ...]:
         """The known counts, sorted by series."""

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 MAX_COUNTER = 2**63 - 1
 MAX_GPU_INDEX = 2**31 - 1  # the store's gpu_index column is INTEGER
 MAX_XID = 2**31 - 1  # the store's xid column is INTEGER
 
+T = TypeVar("T")
 Parsed = tuple[int | None, str | None]  # a value, or None and the reason it is unknown
 Values = Callable[[str], Parsed]
 
@@ -86,3 +89,19 @@ def value_memo() -> Values:
     """counter_value remembered per text, for one answer: it repeats a handful of values
     ("0.0", "1.0")."""
     return functools.cache(counter_value)
+
+
+def keep_count(counts: dict[T, int | None], duplicates: set[T], key: T, parsed: Parsed,
+               unknown: Counter[str]) -> None:
+    """Note ``key``'s count (an XID's, an SXid series'): a second series of one key leaves the
+    key out, counted as ``duplicate`` (which of them is true cannot be decided); an unknown
+    value is kept as None and counted by its reason."""
+    if key in counts or key in duplicates:
+        duplicates.add(key)
+        counts.pop(key, None)
+        unknown["duplicate"] += 1
+        return
+    value, reason = parsed
+    if reason is not None:
+        unknown[reason] += 1
+    counts[key] = value
