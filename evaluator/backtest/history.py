@@ -26,9 +26,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Generic
 
 from gpu_health.evaluator.backtest.card_history import CardHistory
-from gpu_health.evaluator.ingest.write_rule import decide, sxid_decision, xid_decision
+from gpu_health.evaluator.ingest.dedup import K, R
+from gpu_health.evaluator.ingest.write_rule import (
+    WriteDecision,
+    decide,
+    sxid_decision,
+    xid_decision,
+)
 from gpu_health.evaluator.model import (
     UNKNOWN_DETAILS,
     CardDetails,
@@ -117,6 +124,26 @@ def expand_staged(db: Database, lo: datetime, hi: datetime, *, step: timedelta,
 
 
 @dataclass(slots=True)
+class CountRows(Generic[K, R]):
+    """Change-only count rows (XID, SXid) across chunks: each row goes through the live rule
+    against its series' last kept row; ``flush`` inserts the kept ones in bulk."""
+
+    rule: Callable[[R, R | None], WriteDecision]
+    insert: Callable[[Database, Sequence[R]], int]
+    last: dict[K, R] = field(default_factory=dict)
+    pending: list[R] = field(default_factory=list)
+
+    def add(self, row: R) -> None:
+        if self.rule(row, self.last.get(row.key)).write:
+            self.last[row.key] = row
+            self.pending.append(row)
+
+    def flush(self, db: Database) -> None:
+        self.insert(db, self.pending)
+        self.pending.clear()
+
+
+@dataclass(slots=True)
 class ReadingWriter:
     """Per-card write-rule state across chunks of readings (each card's readings must arrive
     in time order). ``add`` applies ``decide``; ``flush`` inserts the kept rows in bulk."""
@@ -130,12 +157,10 @@ class ReadingWriter:
     current: dict[CardKey, Sample] = field(default_factory=dict)  # change-point feeding
     runs: list[tuple[Sample, datetime]] = field(default_factory=list)
     period: timedelta = timedelta(0)  # keep-alive spacing of change-point feeding (open(step=))
-    xid_last: dict[XidKey, XidSample] = field(default_factory=dict)
-    xid_pending: list[XidSample] = field(default_factory=list)
-    xid_written: int = 0
-    sxid_last: dict[SxidKey, SxidSample] = field(default_factory=dict)
-    sxid_pending: list[SxidSample] = field(default_factory=list)
-    sxid_written: int = 0
+    xids: CountRows[XidKey, XidSample] = field(
+        default_factory=lambda: CountRows(xid_decision, insert_xid_samples))
+    sxids: CountRows[SxidKey, SxidSample] = field(
+        default_factory=lambda: CountRows(sxid_decision, insert_sxid_samples))
 
     @classmethod
     def open(cls, db: Database, keepalive: timedelta,
@@ -154,18 +179,6 @@ class ReadingWriter:
             self.pending.append(sample)
             return True
         return False
-
-    def add_xid(self, row: XidSample) -> None:
-        """Feed one XID count (the live XID write rule: first, UUID change, count change)."""
-        if xid_decision(row, self.xid_last.get(row.key)).write:
-            self.xid_last[row.key] = row
-            self.xid_pending.append(row)
-
-    def add_sxid(self, row: SxidSample) -> None:
-        """Feed one NVSwitch SXid count (the live SXid write rule: first, count change)."""
-        if sxid_decision(row, self.sxid_last.get(row.key)).write:
-            self.sxid_last[row.key] = row
-            self.sxid_pending.append(row)
 
     def change(self, key: CardKey, at: datetime,
                reading: tuple[str | None, Counters, CardDetails] | None) -> None:
@@ -209,8 +222,6 @@ class ReadingWriter:
         self.written += n
         self.pending.clear()
         self.runs.clear()
-        self.xid_written += insert_xid_samples(self.db, self.xid_pending)
-        self.xid_pending.clear()
-        self.sxid_written += insert_sxid_samples(self.db, self.sxid_pending)
-        self.sxid_pending.clear()
+        self.xids.flush(self.db)
+        self.sxids.flush(self.db)
         return n

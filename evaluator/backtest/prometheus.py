@@ -224,7 +224,7 @@ class _State:
         for key, times in found.items():
             for at, (uuid, counts) in sorted(times.items()):
                 for code, count in counts.items():
-                    self.writer.add_xid(XidSample(
+                    self.writer.xids.add(XidSample(
                         XidKey(key.node_id, key.gpu_index, key.source, code), uuid, at, count))
 
     def _sxids(self, series: list[Any]) -> None:
@@ -237,4 +237,4 @@ class _State:
         for node, times in acc.sxids.items():
             for at, counts in sorted(times.items()):
                 for found, count in counts.items():
-                    self.writer.add_sxid(SxidSample(SxidKey(node, SOURCE_REAL, *found), at, count))
+                    self.writer.sxids.add(SxidSample(SxidKey(node, SOURCE_REAL, *found), at, count))

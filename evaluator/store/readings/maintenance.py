@@ -77,7 +77,7 @@ class Deleted:
 
     samples: int
     xid_samples: int
-    sxid_samples: int = 0
+    sxid_samples: int
 
     @property
     def total(self) -> int:

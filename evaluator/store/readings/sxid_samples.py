@@ -1,8 +1,8 @@
 """Queries on ``gpu_health_sxid_samples`` (change-only NVSwitch SXid counters per node).
 
 Like :mod:`gpu_health.evaluator.store.readings.xid_samples`: one statement per write or cache-miss
-lookup whatever the number of series, no keep-alive rows (the newest row of a series may be
-months old and stays the base of the write rule), and retention keeps each series' newest row.
+lookup whatever the number of series, no keep-alive rows, retention keeping each series' newest
+row (:mod:`~gpu_health.evaluator.store.readings.count_series`).
 A count restarts at 0 with the exporter (it counts the kernel-log lines it followed).
 """
 
@@ -15,6 +15,10 @@ from typing import Final
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.model import SxidKey, SxidSample
 from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.readings.count_series import (
+    delete_before_keeping_newest,
+    newest_rows,
+)
 
 TABLE: Final = "gpu_health_sxid_samples"
 _SERIES: Final = ("node_id", "source", "nvswitch", "pci_bus_id", "sxid", "fatal")
@@ -34,21 +38,12 @@ def insert_sxid_samples(db: Database, rows: Sequence[SxidSample]) -> int:
 
 
 def latest_sxid_rows(db: Database, keys: Sequence[SxidKey]) -> dict[SxidKey, SxidSample]:
-    """The newest stored row of each series, in one SELECT for all keys (by their nodes, as
-    ``latest_xid_rows``; not bounded in time)."""
+    """The newest stored row of each series, in one SELECT for all keys (by their nodes, not
+    bounded in time: :func:`~gpu_health.evaluator.store.readings.count_series.newest_rows`)."""
     if not keys:
         return {}
-    series = ", ".join("x." + c for c in _SERIES)
-    rows = db.fetchall(
-        f"""
-        SELECT DISTINCT ON ({series}) {", ".join("x." + c for c in _COLUMNS)}
-        FROM {TABLE} x
-        WHERE x.node_id IN (SELECT unnest($nodes::VARCHAR[]))
-          AND x.source IN (SELECT unnest($sources::VARCHAR[]))
-        ORDER BY {series}, x.sampled_at DESC
-        """,
-        {"nodes": sorted({k.node_id for k in keys}), "sources": sorted({k.source for k in keys})},
-    )
+    rows = newest_rows(db, TABLE, _SERIES, _COLUMNS, (k.node_id for k in keys),
+                       (k.source for k in keys))
     wanted = set(keys)
     result: dict[SxidKey, SxidSample] = {}
     for node_id, source, nvswitch, pci, sxid, fatal, sampled_at, count in rows:
@@ -63,12 +58,4 @@ def latest_sxid_rows(db: Database, keys: Sequence[SxidKey]) -> dict[SxidKey, Sxi
 def delete_sxid_samples_before(db: Database, cutoff: datetime) -> int:
     """Retention: delete rows sampled before ``cutoff`` except each series' newest row (the base
     the next change is compared with)."""
-    same = " AND ".join(f"n.{c} = d.{c}" for c in _SERIES)
-    return db.modify(
-        f"""
-        DELETE FROM {TABLE} d
-        WHERE d.sampled_at < $cutoff AND EXISTS (
-            SELECT 1 FROM {TABLE} n WHERE {same} AND n.sampled_at > d.sampled_at)
-        """,
-        {"cutoff": cutoff},
-    )
+    return delete_before_keeping_newest(db, TABLE, _SERIES, cutoff)

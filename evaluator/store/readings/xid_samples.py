@@ -29,10 +29,15 @@ from typing import Final
 from gpu_health.errors import StoreError
 from gpu_health.evaluator.model import XidKey, XidSample
 from gpu_health.evaluator.store.db import Database
+from gpu_health.evaluator.store.readings.count_series import (
+    delete_before_keeping_newest,
+    newest_rows,
+)
 
 TABLE: Final = "gpu_health_xid_samples"
 _COLUMNS: Final = ("node_id", "gpu_index", "gpu_uuid", "source", "xid", "sampled_at", "count")
 _CASTS: Final = ("VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "INTEGER", "TIMESTAMP", "BIGINT")
+_SERIES: Final = ("node_id", "gpu_index", "source", "xid")
 
 # The series' previous count, over a relation exposing the table's columns.
 XID_PREV: Final = (
@@ -63,27 +68,12 @@ def insert_xid_samples(db: Database, rows: Sequence[XidSample]) -> int:
 
 
 def latest_xid_rows(db: Database, keys: Sequence[XidKey]) -> dict[XidKey, XidSample]:
-    """The newest stored row of each series, in one SELECT for all keys.
-
-    Not bounded in time (unlike ``samples.latest_rows``): without keep-alive rows, an unchanged
-    series' newest row may be months old and is still the base of the write rule. The SELECT
-    names the keys' nodes, not the keys: a cycle's lookup holds five or more series per card
-    (500,000 keys at 100,000 cards), and passing four values per key cost more than the scan;
-    the series of those nodes that were not asked for are dropped here.
-    """
+    """The newest stored row of each series, in one SELECT for all keys (by their nodes, not
+    bounded in time: :func:`~gpu_health.evaluator.store.readings.count_series.newest_rows`)."""
     if not keys:
         return {}
-    rows = db.fetchall(
-        f"""
-        SELECT DISTINCT ON (x.node_id, x.gpu_index, x.source, x.xid)
-               {", ".join("x." + c for c in _COLUMNS)}
-        FROM {TABLE} x
-        WHERE x.node_id IN (SELECT unnest($nodes::VARCHAR[]))
-          AND x.source IN (SELECT unnest($sources::VARCHAR[]))
-        ORDER BY x.node_id, x.gpu_index, x.source, x.xid, x.sampled_at DESC
-        """,
-        {"nodes": sorted({k.node_id for k in keys}), "sources": sorted({k.source for k in keys})},
-    )
+    rows = newest_rows(db, TABLE, _SERIES, _COLUMNS, (k.node_id for k in keys),
+                       (k.source for k in keys))
     wanted = set(keys)
     result: dict[XidKey, XidSample] = {}
     for node_id, gpu_index, gpu_uuid, source, xid, sampled_at, count in rows:
@@ -97,20 +87,6 @@ def latest_xid_rows(db: Database, keys: Sequence[XidKey]) -> dict[XidKey, XidSam
 
 
 def delete_xid_samples_before(db: Database, cutoff: datetime) -> int:
-    """Retention: delete rows sampled before ``cutoff`` except each series' newest row.
-
-    The newest row of a series stays whatever its age: it is the base the next change is
-    compared with (write rule and fault events), and a series costs one row once unchanged.
-    """
-    return db.modify(
-        f"""
-        DELETE FROM {TABLE} d
-        WHERE d.sampled_at < $cutoff AND EXISTS (
-            SELECT 1 FROM {TABLE} n
-            WHERE n.node_id = d.node_id AND n.gpu_index = d.gpu_index AND n.source = d.source
-              AND n.xid = d.xid AND n.sampled_at > d.sampled_at)
-        """,
-        {"cutoff": cutoff},
-    )
-
-
+    """Retention: delete rows sampled before ``cutoff`` except each series' newest row (the
+    base the next change is compared with, for the write rule and the fault events)."""
+    return delete_before_keeping_newest(db, TABLE, _SERIES, cutoff)
