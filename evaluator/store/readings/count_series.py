@@ -5,32 +5,66 @@ lookup is therefore not bounded in time, and retention keeps each series' newest
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+from gpu_health.errors import StoreError
 from gpu_health.evaluator.store.db import Database
 
 
-def newest_rows(db: Database, table: str, series: Sequence[str], columns: Sequence[str],
-                nodes: Iterable[str], sources: Iterable[str]) -> list[tuple[Any, ...]]:
-    """``columns`` of the newest row of every series (``series``: its key columns, node_id and
-    source among them) of ``nodes`` and ``sources``, in one SELECT.
+class _SeriesKey(Hashable, Protocol):
+    @property
+    def node_id(self) -> str: ...
 
-    The SELECT names the nodes, not the series: a cycle's lookup may hold 500,000 XID series at
-    100,000 cards, and passing every key's values cost more than the scan; the caller drops the
-    series it did not ask for."""
-    keys = ", ".join("x." + c for c in series)
-    return db.fetchall(
+    @property
+    def source(self) -> str: ...
+
+
+class _Row(Protocol):
+    @property
+    def key(self) -> Hashable: ...
+
+
+K = TypeVar("K", bound=_SeriesKey)
+R = TypeVar("R", bound=_Row)
+
+
+def newest_rows(db: Database, table: str, series: Sequence[str], columns: Sequence[str],
+                keys: Sequence[K], build: Callable[[tuple[Any, ...]], R]) -> dict[K, R]:
+    """The newest stored row of each of ``keys`` (``series``: a key's columns, node_id and
+    source among them), built from ``columns`` by ``build``, in one SELECT.
+
+    The SELECT names the keys' nodes, not the keys: a cycle's lookup may hold 500,000 XID series
+    at 100,000 cards, and passing every key's values cost more than the scan; the series of
+    those nodes that were not asked for are dropped here."""
+    if not keys:
+        return {}
+    names = ", ".join("x." + c for c in series)
+    rows = db.fetchall(
         f"""
-        SELECT DISTINCT ON ({keys}) {", ".join("x." + c for c in columns)}
+        SELECT DISTINCT ON ({names}) {", ".join("x." + c for c in columns)}
         FROM {table} x
         WHERE x.node_id IN (SELECT unnest($nodes::VARCHAR[]))
           AND x.source IN (SELECT unnest($sources::VARCHAR[]))
-        ORDER BY {keys}, x.sampled_at DESC
+        ORDER BY {names}, x.sampled_at DESC
         """,
-        {"nodes": sorted(set(nodes)), "sources": sorted(set(sources))},
+        {"nodes": sorted({k.node_id for k in keys}), "sources": sorted({k.source for k in keys})},
     )
+    wanted = set(keys)
+    result: dict[K, R] = {}
+    for row in rows:
+        built = build(row)
+        if built.key in wanted:
+            result[built.key] = built
+    return result
+
+
+def sampled_at(value: object, table: str) -> datetime:
+    """A row's ``sampled_at`` as the store gives it (a datetime), else a StoreError."""
+    if not isinstance(value, datetime):
+        raise StoreError(f"unexpected {table} row shape: {value!r}", reason="row_shape")
+    return value
 
 
 def delete_before_keeping_newest(db: Database, table: str, series: Sequence[str],

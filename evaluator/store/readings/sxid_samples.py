@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
-from gpu_health.errors import StoreError
 from gpu_health.evaluator.model import SxidKey, SxidSample
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.readings.count_series import (
     delete_before_keeping_newest,
     newest_rows,
+    sampled_at,
 )
 
 TABLE: Final = "gpu_health_sxid_samples"
@@ -40,19 +40,13 @@ def insert_sxid_samples(db: Database, rows: Sequence[SxidSample]) -> int:
 def latest_sxid_rows(db: Database, keys: Sequence[SxidKey]) -> dict[SxidKey, SxidSample]:
     """The newest stored row of each series, in one SELECT for all keys (by their nodes, not
     bounded in time: :func:`~gpu_health.evaluator.store.readings.count_series.newest_rows`)."""
-    if not keys:
-        return {}
-    rows = newest_rows(db, TABLE, _SERIES, _COLUMNS, (k.node_id for k in keys),
-                       (k.source for k in keys))
-    wanted = set(keys)
-    result: dict[SxidKey, SxidSample] = {}
-    for node_id, source, nvswitch, pci, sxid, fatal, sampled_at, count in rows:
-        if not isinstance(sampled_at, datetime):
-            raise StoreError(f"unexpected sxid row shape: {sampled_at!r}", reason="row_shape")
-        key = SxidKey(str(node_id), str(source), int(nvswitch), str(pci), int(sxid), bool(fatal))
-        if key in wanted:
-            result[key] = SxidSample(key, sampled_at, int(count))
-    return result
+    return newest_rows(db, TABLE, _SERIES, _COLUMNS, keys, _sxid_row)
+
+
+def _sxid_row(row: tuple[Any, ...]) -> SxidSample:
+    node_id, source, nvswitch, pci, sxid, fatal, at, count = row
+    return SxidSample(SxidKey(str(node_id), str(source), int(nvswitch), str(pci), int(sxid),
+                              bool(fatal)), sampled_at(at, TABLE), int(count))
 
 
 def delete_sxid_samples_before(db: Database, cutoff: datetime) -> int:

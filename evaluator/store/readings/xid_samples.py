@@ -24,14 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
-from gpu_health.errors import StoreError
 from gpu_health.evaluator.model import XidKey, XidSample
 from gpu_health.evaluator.store.db import Database
 from gpu_health.evaluator.store.readings.count_series import (
     delete_before_keeping_newest,
     newest_rows,
+    sampled_at,
 )
 
 TABLE: Final = "gpu_health_xid_samples"
@@ -70,20 +70,14 @@ def insert_xid_samples(db: Database, rows: Sequence[XidSample]) -> int:
 def latest_xid_rows(db: Database, keys: Sequence[XidKey]) -> dict[XidKey, XidSample]:
     """The newest stored row of each series, in one SELECT for all keys (by their nodes, not
     bounded in time: :func:`~gpu_health.evaluator.store.readings.count_series.newest_rows`)."""
-    if not keys:
-        return {}
-    rows = newest_rows(db, TABLE, _SERIES, _COLUMNS, (k.node_id for k in keys),
-                       (k.source for k in keys))
-    wanted = set(keys)
-    result: dict[XidKey, XidSample] = {}
-    for node_id, gpu_index, gpu_uuid, source, xid, sampled_at, count in rows:
-        if not isinstance(sampled_at, datetime):
-            raise StoreError(f"unexpected xid row shape: {sampled_at!r}", reason="row_shape")
-        key = XidKey(str(node_id), int(gpu_index), str(source), int(xid))
-        if key in wanted:
-            result[key] = XidSample(key, None if gpu_uuid is None else str(gpu_uuid),
-                                    sampled_at, int(count))
-    return result
+    return newest_rows(db, TABLE, _SERIES, _COLUMNS, keys, _xid_row)
+
+
+def _xid_row(row: tuple[Any, ...]) -> XidSample:
+    node_id, gpu_index, gpu_uuid, source, xid, at, count = row
+    return XidSample(XidKey(str(node_id), int(gpu_index), str(source), int(xid)),
+                     None if gpu_uuid is None else str(gpu_uuid), sampled_at(at, TABLE),
+                     int(count))
 
 
 def delete_xid_samples_before(db: Database, cutoff: datetime) -> int:
